@@ -1,0 +1,14 @@
+"""torchalign: batched sequence comparison operators for PyTorch, written in Triton."""
+
+from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, Alphabet
+from .batch import PackedBatch, SequenceBatch, encode
+from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
+from .hits import Hits
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS",
+    "SequenceBatch", "PackedBatch", "encode", "Hits",
+    "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
+]

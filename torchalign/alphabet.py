@@ -1,0 +1,147 @@
+"""Alphabets: how symbols become integer codes.
+
+Codes are what every op compares. DNA puts A C G T at 0..3 (so the complement is
+``3 - code`` and 2-bit packing is free), then N, then the other IUPAC ambiguity codes.
+PROTEIN follows Biopython's BLOSUM order so substitution-matrix rows index directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+# IUPAC nucleotide codes and the bases each may stand for.
+_IUPAC_SETS = {
+    "A": "A", "C": "C", "G": "G", "T": "T", "N": "ACGT",
+    "R": "AG", "Y": "CT", "S": "CG", "W": "AT", "K": "GT", "M": "AC",
+    "B": "CGT", "D": "AGT", "H": "ACT", "V": "ACG",
+}
+_COMPLEMENT = {"A": "T", "C": "G", "G": "C", "T": "A", "N": "N", "R": "Y", "Y": "R",
+               "S": "S", "W": "W", "K": "M", "M": "K", "B": "V", "D": "H", "H": "D", "V": "B"}
+_DNA = "ACGTNRYSWKMBDHV"
+
+
+@dataclass(frozen=True)
+class Alphabet:
+    """A mapping from symbols to codes.
+
+    ``symbols[i]`` is the symbol of code ``i``. ``case_sensitive=False`` accepts lower
+    case too. ``tokens`` alphabets have no symbols: codes are int32 ids >= 0 given directly.
+
+    >>> import torchalign as ta
+    >>> ta.DNA.encode_str("ACGTN").tolist()
+    [0, 1, 2, 3, 4]
+    """
+
+    name: str
+    symbols: str | None
+    case_sensitive: bool = False
+    aliases: dict = field(default_factory=dict)  # extra symbol -> code (RNA's T, say)
+    _complement: str | None = None  # symbols, same order: the complement of each code
+    _iupac: bool = False  # symbols are IUPAC nucleotide codes
+
+    @property
+    def is_tokens(self) -> bool:
+        return self.symbols is None
+
+    @property
+    def size(self) -> int:
+        """Number of codes (for tokens: 2**31, any non-negative int32)."""
+        return 2**31 if self.symbols is None else len(self.symbols)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.int32 if self.is_tokens else torch.uint8
+
+    @property
+    def is_nucleotide(self) -> bool:
+        return self._complement is not None
+
+    def lookup_table(self) -> np.ndarray:
+        """uint8[256]: byte -> code, 255 where the byte is not a symbol."""
+        table = np.full(256, 255, dtype=np.uint8)
+        if self.symbols is None:
+            raise TypeError(f"alphabet {self.name!r} has no symbols: pass int32 token ids")
+        for code, sym in enumerate(self.symbols):
+            table[ord(sym)] = code
+            if not self.case_sensitive:
+                table[ord(sym.lower())] = code
+                table[ord(sym.upper())] = code
+        for sym, code in self.aliases.items():
+            table[ord(sym)] = code
+            if not self.case_sensitive:
+                table[ord(sym.lower())] = code
+        return table
+
+    def encode_str(self, seq: str | bytes, what: str = "sequence") -> torch.Tensor:
+        """Codes of one sequence as a CPU tensor; ValueError names the first bad symbol."""
+        if isinstance(seq, str):
+            if self.name == "bytes":
+                raw = seq.encode("utf-8")  # bytes alphabet: compare UTF-8 bytes
+            else:
+                bad = next((c for c in seq if ord(c) > 127), None)
+                if bad is not None:
+                    raise ValueError(f"{what}: symbol {bad!r} is not in the {self.name} alphabet")
+                raw = seq.encode("ascii")
+        else:
+            raw = bytes(seq)
+        arr = np.frombuffer(raw, dtype=np.uint8)
+        if self.name == "bytes":
+            return torch.from_numpy(arr.copy())
+        codes = _TABLES.setdefault(self.name, self.lookup_table())[arr]
+        bad = np.flatnonzero(codes == 255)
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(
+                f"{what}: symbol {chr(arr[i])!r} at position {i} is not in the {self.name} "
+                f"alphabet ({self.symbols}); clean the input or pick another alphabet"
+            )
+        return torch.from_numpy(codes)
+
+    def decode(self, codes) -> str:
+        """Symbols of a 1-D code tensor or array (tokens: space-separated ids)."""
+        codes = torch.as_tensor(codes).cpu().numpy()
+        if self.symbols is None:
+            return " ".join(str(int(c)) for c in codes)
+        if self.name == "bytes":
+            return codes.astype(np.uint8).tobytes().decode("latin-1")
+        lut = np.frombuffer(self.symbols.encode("latin-1"), dtype=np.uint8)
+        return lut[codes.astype(np.int64)].tobytes().decode("latin-1")
+
+    def complement_codes(self) -> torch.Tensor:
+        """uint8[size]: code -> code of the complementary symbol (nucleotides only)."""
+        if self._complement is None:
+            raise ValueError(f"alphabet {self.name!r} has no complement; both_strands needs DNA or RNA")
+        return torch.tensor([self.symbols.index(c) for c in self._complement], dtype=torch.uint8)
+
+    def iupac_match_table(self) -> torch.Tensor:
+        """uint8[size, size]: [p, t] = 1 when every base text code t may stand for is
+        allowed by pattern code p (N allows everything; A allows only A)."""
+        if not self._iupac:
+            raise ValueError(f"alphabet {self.name!r} has no IUPAC codes; iupac=True needs DNA or RNA")
+        syms = self.symbols.replace("U", "T")
+        sets = [set(_IUPAC_SETS[s]) for s in syms]
+        return torch.tensor([[int(t <= p) for t in sets] for p in sets], dtype=torch.uint8)
+
+
+_TABLES: dict = {}
+
+DNA = Alphabet("dna", _DNA, _complement="".join(_COMPLEMENT[c] for c in _DNA), _iupac=True)
+RNA = Alphabet("rna", _DNA.replace("T", "U"), aliases={},
+               _complement="".join(_COMPLEMENT[c] for c in _DNA).replace("T", "U"), _iupac=True)
+PROTEIN = Alphabet("protein", "ARNDCQEGHILKMFPSTWYVBZX*UO")
+BYTES = Alphabet("bytes", "".join(chr(i) for i in range(256)), case_sensitive=True)
+TOKENS = Alphabet("tokens", None, case_sensitive=True)
+
+_BY_NAME = {a.name: a for a in (DNA, RNA, PROTEIN, BYTES, TOKENS)}
+
+
+def get_alphabet(alphabet: str | Alphabet) -> Alphabet:
+    """An Alphabet from its name ("dna", "rna", "protein", "bytes", "tokens") or itself."""
+    if isinstance(alphabet, Alphabet):
+        return alphabet
+    if isinstance(alphabet, str) and alphabet.lower() in _BY_NAME:
+        return _BY_NAME[alphabet.lower()]
+    raise ValueError(f"alphabet: unknown {alphabet!r}; use one of {sorted(_BY_NAME)} or an Alphabet")

@@ -1,0 +1,1 @@
+"""CPU implementations: vectorised torch, the same integers as the Triton kernels."""

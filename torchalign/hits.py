@@ -1,0 +1,20 @@
+"""Hits: the data-dependent result of the search ops."""
+
+from typing import NamedTuple
+
+import torch
+
+
+class Hits(NamedTuple):
+    """Equal-length tensors, one entry per hit, sorted by (pattern, text, position, strand).
+
+    ``position`` is the window start in forward-strand coordinates of its text (a
+    reverse-strand hit covers the same window); ``strand`` is 0 forward, 1 reverse
+    complement.
+    """
+
+    pattern: torch.Tensor  # int64
+    text: torch.Tensor  # int64
+    position: torch.Tensor  # int64
+    distance: torch.Tensor  # int32
+    strand: torch.Tensor  # int8

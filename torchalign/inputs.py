@@ -1,0 +1,62 @@
+"""Turning what users pass (strings, lists, tensors, batches) into SequenceBatches."""
+
+from __future__ import annotations
+
+import torch
+
+from .alphabet import get_alphabet
+from .batch import SequenceBatch, encode
+
+
+def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> list[SequenceBatch]:
+    """Encode several inputs with one alphabet and check they share alphabet, dtype and device.
+
+    ``alphabet`` None: a SequenceBatch among the inputs decides, else ``default``.
+    """
+    if alphabet is None:
+        given = [v.alphabet for v in values if isinstance(v, SequenceBatch)]
+        alphabet = given[0] if given else None
+    out = []
+    for name, v in zip(names, values):
+        try:
+            if alphabet is None and isinstance(v, (str, bytes, bytearray, list)) and _all_text(v):
+                b = encode(v, default)
+            else:
+                b = encode(v, alphabet)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"{name}: {e}") from None
+        out.append(b)
+    first = out[0]
+    for name, b in zip(names[1:], out[1:]):
+        if b.alphabet != first.alphabet:
+            raise ValueError(
+                f"{name}: alphabet {b.alphabet.name!r} differs from {names[0]}'s {first.alphabet.name!r}; "
+                "encode both with one alphabet"
+            )
+        if b.device != first.device:
+            raise ValueError(
+                f"{name}: on {b.device} but {names[0]} is on {first.device}; move both with .to(device)"
+            )
+    return out
+
+
+def _all_text(v) -> bool:
+    if isinstance(v, (str, bytes, bytearray)):
+        return True
+    return all(isinstance(s, (str, bytes, bytearray)) for s in v)
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
+            value = int(value)
+        else:
+            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    return value
+
+
+def nucleotide(name: str, alphabet) -> None:
+    if not get_alphabet(alphabet).is_nucleotide:
+        raise ValueError(f"{name}: needs a DNA or RNA alphabet, not {get_alphabet(alphabet).name!r}")
