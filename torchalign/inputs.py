@@ -13,13 +13,16 @@ def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> li
 
     ``alphabet`` None: a SequenceBatch among the inputs decides, else ``default``.
     """
-    if alphabet is None:
+    explicit = alphabet is not None
+    if not explicit:
         given = [v.alphabet for v in values if isinstance(v, SequenceBatch)]
         alphabet = given[0] if given else None
     out = []
     for name, v in zip(names, values):
         try:
-            if alphabet is None and isinstance(v, (str, bytes, bytearray, list)) and _all_text(v):
+            if isinstance(v, SequenceBatch) and not explicit:
+                b = v  # its own alphabet; a mismatch is reported below
+            elif alphabet is None and isinstance(v, (str, bytes, bytearray, list)) and _all_text(v):
                 b = encode(v, default)
             else:
                 b = encode(v, alphabet)

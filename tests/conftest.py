@@ -1,0 +1,54 @@
+"""Test tiers: CPU (default), interpreter (`TRITON_INTERPRET=1 pytest -m interpret`, its
+own process), GPU (`pytest -m gpu`, skipped without CUDA)."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("TORCHALIGN_TEST_DATA", REPO.parent / "shared" / "data"))
+
+
+def read_fasta(name: str) -> list[tuple[str, str]]:
+    """(id, sequence) records of a file in the shared data folder, plain parsing."""
+    records, name_, seq = [], None, []
+    for line in (data_dir() / name).read_text().splitlines():
+        if line.startswith(">"):
+            if name_ is not None:
+                records.append((name_, "".join(seq)))
+            name_, seq = line[1:].split()[0], []
+        elif line.strip():
+            seq.append(line.strip())
+    if name_ is not None:
+        records.append((name_, "".join(seq)))
+    return records
+
+
+def pytest_collection_modifyitems(config, items):
+    # Interpreter tests need TRITON_INTERPRET=1 before triton is imported, so they run in a
+    # pytest process of their own; every other process leaves them out (not skipped).
+    if INTERPRET:
+        keep = [i for i in items if "interpret" in i.keywords]
+    else:
+        keep = [i for i in items if "interpret" not in i.keywords]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="needs CUDA")
+        for item in items:
+            if "gpu" in item.keywords:
+                item.add_marker(skip)
+
+
+@pytest.fixture
+def kernels_on_cpu(monkeypatch):
+    """Route CPU tensors through the Triton kernels (under the interpreter)."""
+    assert INTERPRET, "interpreter tests need TRITON_INTERPRET=1"
+    monkeypatch.setenv("TORCHALIGN_CPU_BACKEND", "triton")

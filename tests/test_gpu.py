@@ -1,0 +1,89 @@
+"""CUDA: the kernels against the reference and the CPU implementation, at GPU sizes."""
+
+import random
+
+import pytest
+import torch
+
+import torchalign as ta
+
+from . import hamming_cases as cases
+from . import reference as ref
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def rng():
+    seed = random.randrange(2**32)
+    print("seed", seed)
+    return random.Random(seed)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "protein", "bytes"])
+def test_pairs(rng, alphabet):
+    cases.check_pairs("cuda", rng, n=300, alphabet=alphabet)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "dna+n", "protein", "bytes"])
+def test_cdist(rng, alphabet):
+    cases.check_cdist("cuda", rng, na=70, nb=150, length=77, alphabet=alphabet)
+
+
+def test_cdist_tokens(rng):
+    cases.check_tokens_cdist("cuda", rng, na=40, nb=33, length=50)
+
+
+@pytest.mark.parametrize("iupac", [False, True])
+def test_profile(rng, iupac):
+    cases.check_profile("cuda", rng, iupac=iupac, n_texts=6, text_len=400, n_pat=20, max_pat=70)
+
+
+@pytest.mark.parametrize("both_strands,iupac,k", [(False, False, 0), (True, False, 3), (True, True, 2)])
+def test_kmismatch(rng, both_strands, iupac, k):
+    cases.check_kmismatch("cuda", rng, k=k, both_strands=both_strands, iupac=iupac,
+                          n_texts=5, text_len=500, n_pat=30, max_pat=40)
+
+
+def _same_on_cpu_and_cuda(fn, *batches):
+    got = fn(*(b.to("cuda") for b in batches))
+    want = fn(*batches)
+    got = got if isinstance(got, tuple) else (got,)
+    want = want if isinstance(want, tuple) else (want,)
+    for g, w in zip(got, want):
+        assert g.device.type == "cuda" and torch.equal(g.cpu(), w)
+
+
+def test_large_random_cuda_equals_cpu():
+    g = torch.Generator().manual_seed(random.randrange(2**32))
+    a = ta.encode(torch.randint(0, 5, (600, 256), generator=g, dtype=torch.uint8), "dna")
+    b = ta.encode(torch.randint(0, 5, (300, 256), generator=g, dtype=torch.uint8), "dna")
+    _same_on_cpu_and_cuda(ta.hamming_cdist, a, b)
+    _same_on_cpu_and_cuda(ta.hamming, a, a.to("cpu"))
+    text = ta.encode(torch.randint(0, 4, (1, 300_000), generator=g, dtype=torch.uint8), "dna")
+    pats = ta.encode(torch.randint(0, 4, (64, 23), generator=g, dtype=torch.uint8), "dna")
+    _same_on_cpu_and_cuda(lambda t, p: ta.kmismatch_search(t, p, 6, both_strands=True), text, pats)
+    _same_on_cpu_and_cuda(lambda t, p: ta.hamming_profile(t, p, iupac=True), text, pats)
+
+
+def test_contig_cuda_equals_cpu_and_reference():
+    got, texts, patterns = cases.check_contig("cuda", n_pat=64)
+    want, _, _ = cases.check_contig("cpu", n_pat=64)
+    assert got == want
+    short = cases.check_contig("cuda", span=6000)
+    assert short[0] == ref.kmismatch(short[1], short[2], 3, both_strands=True)
+
+
+def test_check_false_is_sync_free_and_equal(rng):
+    texts, patterns = cases.texts_and_patterns(rng, n_texts=4, text_len=300, n_pat=12)
+    t, p = ta.encode(texts, "dna", "cuda"), ta.encode(patterns, "dna", "cuda")
+    want = ta.hamming_profile(t, p)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    ta.hamming_profile(t, p, check=False)  # warm up (compiles the kernel)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        out = ta.hamming_profile(t, p, check=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, want)

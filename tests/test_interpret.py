@@ -1,0 +1,85 @@
+"""The Triton kernels on the CPU under TRITON_INTERPRET=1 (run as its own pytest process):
+the public ops routed through the kernels give the reference's integers."""
+
+import random
+
+import pytest
+import torch
+
+import torchalign as ta
+
+from . import hamming_cases as cases
+from . import reference as ref
+
+pytestmark = [pytest.mark.interpret, pytest.mark.usefixtures("kernels_on_cpu")]
+
+
+@pytest.fixture
+def rng():
+    seed = random.randrange(2**32)
+    print("seed", seed)
+    return random.Random(seed)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "bytes"])
+def test_pairs(rng, alphabet):
+    cases.check_pairs("cpu", rng, n=20, alphabet=alphabet)
+
+
+@pytest.mark.parametrize("alphabet", ["dna", "dna+n", "protein", "bytes"])
+def test_cdist(rng, alphabet):
+    cases.check_cdist("cpu", rng, na=19, nb=35, length=41, alphabet=alphabet)
+
+
+def test_cdist_tokens(rng):
+    cases.check_tokens_cdist("cpu", rng)
+
+
+@pytest.mark.parametrize("iupac", [False, True])
+def test_profile(rng, iupac):
+    cases.check_profile("cpu", rng, iupac=iupac, text_len=70, max_pat=40)  # 40 > one K-tile
+
+
+@pytest.mark.parametrize("both_strands,iupac,k", [(False, False, 0), (True, False, 2), (True, True, 1)])
+def test_kmismatch(rng, both_strands, iupac, k):
+    cases.check_kmismatch("cpu", rng, k=k, both_strands=both_strands, iupac=iupac, text_len=90)
+
+
+def test_kmismatch_bytes_compare_path(rng):
+    texts = [cases.rand_seq(rng, 60, "ab\xe9z") for _ in range(3)]  # \xe9: a byte >= 128
+    patterns = [texts[0][5:9], "zz"]
+    as_bytes = [s.encode("latin-1") for s in texts + patterns]  # one byte per symbol
+    hits = ta.kmismatch_search(as_bytes[:3], as_bytes[3:], 1, alphabet="bytes")
+    got = list(zip(*(x.tolist() for x in (hits.pattern, hits.text, hits.position, hits.distance, hits.strand))))
+    assert got == ref.kmismatch(texts, patterns, 1)
+
+
+def test_check_false_reads_max_len_on_device(rng):
+    texts, patterns = cases.texts_and_patterns(rng, text_len=60)
+    t, p = ta.encode(texts, "dna"), ta.encode(patterns, "dna")
+    assert ta.hamming_profile(t, p, check=False).tolist() == ref.profile(texts, patterns)
+
+
+def test_hit_capacity_overflow_relaunches(monkeypatch):
+    from torchalign.ops import hamming as ops
+
+    monkeypatch.setattr(ops, "FIRST_CAPACITY", 4)
+    hits = ta.kmismatch_search("A" * 50, "AAAA", 0, alphabet="dna")
+    assert hits.position.tolist() == list(range(47))
+
+
+def test_contig_matches_cpu_implementation(monkeypatch):
+    got, texts, patterns = cases.check_contig("cpu", span=20000)
+    monkeypatch.delenv("TORCHALIGN_CPU_BACKEND")
+    again, _, _ = cases.check_contig("cpu", span=20000)
+    assert got == again
+
+
+def test_launch_helpers_directly():
+    from torchalign_kernels import hamming as K
+
+    a = torch.randint(0, 4, (20, 33), dtype=torch.uint8)
+    b = torch.randint(0, 4, (17, 33), dtype=torch.uint8)
+    want = (a[:, None] != b[None]).sum(-1).int()
+    for n_symbols in (4, 200):  # tensor-core path and compare path
+        assert torch.equal(K.hamming_cdist(a, b, n_symbols, block_m=16, block_n=16), want)

@@ -1,0 +1,96 @@
+"""The ops as ML code uses them: opcheck, torch.compile(fullgraph=True), DataLoader."""
+
+import random
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+import torchalign as ta
+
+from . import hamming_cases as cases
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def _op_samples(device):
+    rng = random.Random(3)
+    texts, patterns = cases.texts_and_patterns(rng, n_texts=2, text_len=50)
+    t, p = ta.encode(texts, "dna", device), ta.encode(patterns, "dna", device)
+    a = ta.encode(["ACGTTGCA", "TTTTACGA", "ACGTNNNN"], "dna", device)
+    table = ta.DNA.iupac_match_table().to(device)
+    comp = ta.DNA.complement_codes().to(device)
+    ops = torch.ops.torchalign
+    return [
+        (ops.hamming, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, True)),
+        (ops.hamming_cdist, (a.codes, a.offsets, a.codes, a.offsets, 15, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, False)),
+        (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, True)),
+    ]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck(device):
+    for op, args in _op_samples(device):
+        torch.library.opcheck(op, args)
+
+
+def _pipeline(texts, patterns, a, b):
+    prof = ta.hamming_profile(texts, patterns, check=False)
+    near = ((prof >= 0) & (prof <= 2)).sum(1)
+    hits = ta.kmismatch_search(texts, patterns, 2, both_strands=True)
+    return near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph_matches_eager(device):
+    rng = random.Random(5)
+    texts, patterns = cases.texts_and_patterns(rng)
+    t, p = ta.encode(texts, "dna", device), ta.encode(patterns, "dna", device)
+    a = ta.encode([cases.rand_seq(rng, 30) for _ in range(4)], "dna", device)
+    b = ta.encode([cases.rand_seq(rng, 30) for _ in range(4)], "dna", device)
+    torch._dynamo.reset()
+    compiled = torch.compile(_pipeline, fullgraph=True)
+    for got, want in zip(compiled(t, p, a, b), _pipeline(t, p, a, b)):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compiled_graph_still_raises_on_bad_input(device):
+    f = torch.compile(lambda a, b: ta.hamming(a, b), fullgraph=True)
+    with pytest.raises(ValueError, match="pair 0 has lengths 3 and 2"):
+        f(ta.encode(["ACG"], "dna", device), ta.encode(["AC"], "dna", device))
+
+
+class Reads(torch.utils.data.Dataset):
+    def __init__(self, n):
+        rng = random.Random(11)
+        self.reads = [cases.rand_seq(rng, rng.randint(20, 40)) for _ in range(n)]
+
+    def __len__(self):
+        return len(self.reads)
+
+    def __getitem__(self, i):
+        return self.reads[i]
+
+
+def collate(reads):
+    """Runs in the workers: strings -> a CPU SequenceBatch (pinned when CUDA is there)."""
+    batch = ta.encode(reads, "dna")
+    return batch.pin_memory() if torch.cuda.is_available() else batch
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dataloader_collate_then_search_on_device(device):
+    ds = Reads(24)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, collate_fn=collate)
+    guide = ta.encode(["ACGTAC"], "dna", device)
+    seen = 0
+    for batch in loader:
+        batch = batch.to(device, non_blocking=True)
+        hits = ta.kmismatch_search(batch, guide, 2)
+        want = ta.kmismatch_search(batch.to("cpu"), guide.to("cpu"), 2)
+        assert all(torch.equal(x.cpu(), y) for x, y in zip(hits, want))
+        seen += len(batch)
+    assert seen == len(ds)

@@ -1,0 +1,162 @@
+"""The command line: ``torchalign grep PATTERN [FILE]`` (also ``python -m torchalign``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from contextlib import ExitStack
+from importlib import resources
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+import torchalign as ta
+
+from .hamming import DEFAULT_MAX_HITS
+from .io import iter_batches
+
+CHUNK_RESIDUES = 1 << 26  # text residues per search call
+PROGRESS_MIN_RESIDUES = 1_000_000  # smaller inputs get no progress bar
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported on stderr with exit code 2."""
+
+
+def main(argv=None) -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, commands = _parser()
+    try:
+        if argv and argv[0] in commands:  # options and positionals in any order
+            args = commands[argv[0]].parse_intermixed_args(argv[1:])
+        else:
+            args = parser.parse_args(argv)
+    except SystemExit as e:  # --help, or argparse's own usage errors
+        return e.code
+    try:
+        return args.run(args)
+    except BrokenPipeError:  # stdout closed early (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except (UsageError, ValueError, OSError) as e:
+        print(f"torchalign {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> tuple[argparse.ArgumentParser, dict]:
+    parser = argparse.ArgumentParser(prog="torchalign", description=ta.__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches",
+                       description="Print every window of every record within Hamming distance k "
+                                   "of a pattern, one tab-separated line per hit; mismatched "
+                                   "residues of the match are in lower case.")
+    g.add_argument("pattern", help="DNA pattern, or several separated by commas")
+    g.add_argument("file", nargs="?", help="FASTA/FASTQ file, .gz too (default: the bundled MT-human.fa)")
+    g.add_argument("-k", type=int, default=0, help="most mismatches allowed (default 0)")
+    g.add_argument("--both-strands", action="store_true", help="also search the reverse complement")
+    g.add_argument("--iupac", action="store_true",
+                   help="ambiguity codes in the pattern match their sets (N matches anything)")
+    g.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
+    g.add_argument("--max-hits", type=int, default=DEFAULT_MAX_HITS,
+                   help=f"fail rather than print more hits than this (default {DEFAULT_MAX_HITS})")
+    g.set_defaults(command="grep", run=_grep)
+    return parser, sub.choices
+
+
+def _grep(args) -> int:
+    if args.k < 0:
+        raise UsageError(f"-k must be >= 0, got {args.k}")
+    if args.max_hits < 0:
+        raise UsageError(f"--max-hits must be >= 0, got {args.max_hits}")
+    device = _device(args.device)
+    names = [p.strip() for p in args.pattern.split(",")]
+    if not all(names):
+        raise UsageError(f"empty pattern in {args.pattern!r}")
+    patterns = ta.SequenceBatch.from_codes([ta.DNA.encode_str(p, what=f"pattern {p!r}") for p in names], "dna")
+    table = ta.DNA.iupac_match_table() if args.iupac else None
+    pattern_col = "pattern\t" if len(names) > 1 else ""
+    header = f"#record\t{pattern_col}position\tstrand\tdistance\tmatch\n"  # written once the file reads
+
+    start = time.perf_counter()
+    n_hits = n_records = n_residues = 0
+    with ExitStack() as stack:
+        path = args.file or stack.enter_context(
+            resources.as_file(resources.files("torchalign") / "data" / "MT-human.fa"))
+        bar = None
+        for records, texts in iter_batches(path, "dna", max_residues=CHUNK_RESIDUES):
+            if bar is None:
+                large = texts.codes.numel() > PROGRESS_MIN_RESIDUES
+                bar = stack.enter_context(tqdm(unit="bp", unit_scale=True, file=sys.stderr,
+                                               disable=None if large else True))
+            try:
+                hits = ta.kmismatch_search(texts.to(device), patterns.to(device), args.k,
+                                           both_strands=args.both_strands, iupac=args.iupac,
+                                           max_hits=args.max_hits - n_hits)
+            except ValueError:  # inputs are valid by now: only the hit budget can be exceeded
+                raise UsageError(f"more than {args.max_hits} hits; raise --max-hits or lower -k") from None
+            hits = ta.Hits(*(t.cpu() for t in hits))
+            lines = _hit_lines(hits, records, names if pattern_col else None, texts, patterns, table)
+            with tqdm.external_write_mode(file=sys.stdout):
+                sys.stdout.write(header + lines)
+                sys.stdout.flush()
+            header = ""
+            n_hits += hits.position.numel()
+            n_records += len(texts)
+            n_residues += texts.codes.numel()
+            bar.update(texts.codes.numel())
+    sys.stdout.write(header)  # no records
+    seconds = time.perf_counter() - start
+    print(f"{n_hits} hits in {n_records} records ({n_residues} bp) in {seconds:.2f} s on {device}",
+          file=sys.stderr)
+    return 0
+
+
+def _device(name: str | None) -> str:
+    if name is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: CUDA is not available here; use --device cpu")
+    return name
+
+
+def _hit_lines(hits, records, pattern_names, texts, patterns, table) -> str:
+    """Tab-separated lines in (record, position, strand, pattern) order."""
+    matches = _render(hits, texts, patterns, table)
+    order = np.lexsort((hits.pattern.numpy(), hits.strand.numpy(), hits.position.numpy(), hits.text.numpy()))
+    out = []
+    for i in order.tolist():
+        pat = f"{pattern_names[hits.pattern[i]]}\t" if pattern_names else ""
+        strand = "-" if hits.strand[i] else "+"
+        out.append(f"{records[hits.text[i]]}\t{pat}{int(hits.position[i])}\t{strand}\t"
+                   f"{int(hits.distance[i])}\t{matches[i]}\n")
+    return "".join(out)
+
+
+_UPPER = np.frombuffer(ta.DNA.symbols.encode(), dtype=np.uint8)
+_LOWER = np.frombuffer(ta.DNA.symbols.lower().encode(), dtype=np.uint8)
+
+
+def _render(hits, texts, patterns, table) -> list[str]:
+    """Each hit's window (reverse-complemented on strand "-", so it reads like the pattern),
+    lower case where it mismatches the pattern."""
+    out = [""] * hits.position.numel()
+    complement = ta.DNA.complement_codes().to(torch.int64)
+    starts = texts.offsets[hits.text] + hits.position
+    for p in torch.unique(hits.pattern).tolist():
+        idx = torch.nonzero(hits.pattern == p).flatten()
+        pcodes = patterns[p].to(torch.int64)
+        window = texts.codes[starts[idx, None] + torch.arange(pcodes.numel())].to(torch.int64)
+        reverse = hits.strand[idx, None].bool()
+        window = torch.where(reverse, complement[window].flip(1), window)
+        if table is None:
+            mismatch = window != pcodes
+        else:
+            mismatch = table[pcodes.expand_as(window), window] == 0
+        chars = np.where(mismatch.numpy(), _LOWER[window.numpy()], _UPPER[window.numpy()])
+        for i, row in zip(idx.tolist(), chars):
+            out[i] = row.tobytes().decode("ascii")
+    return out
