@@ -22,11 +22,12 @@ import argparse
 import os
 import sys
 import time
+import traceback
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Row, bench, fill_ratios, git_commit, markdown_table, pick_device, si, sync, write_json  # noqa: E402
+from common import Clock, Row, bench, fill_ratios, git_commit, markdown_table, pick_device, si, sync, write_json  # noqa: E402
 
 try:
     import torchalign as ta
@@ -40,19 +41,61 @@ SIZES = {
     #            cdist rows, length, genome bp,  patterns, peer subset bp
     "full": dict(n=8192, L=256, genome=100_000_000, n_pat=1024, sub=1_000_000),
     "small": dict(n=2048, L=256, genome=1_000_000, n_pat=1024, sub=1_000_000),
-    "cpu": dict(n=512, L=256, genome=200_000, n_pat=64, sub=50_000),
+    "cpu": dict(n=384, L=256, genome=100_000, n_pat=64, sub=50_000),
 }
-MEM_BUDGET = 2 << 30  # bytes of one intermediate of a torch baseline chunk
+MEM_BUDGET = 4 << 30  # bytes of the intermediates of one torch-baseline chunk
+CLOCK = Clock()
+FLOOR: list[str] = []  # the sizes / op counts printed under the table
+FAILURES: list[str] = []  # verification failures: reported after the table, then exit 1
+ERRORS: list[str] = []  # peers that raised (OOM, unsupported op): reported, run goes on
+
+
+def kernel_k(n_symbols: int, length: int) -> int:
+    """K of the kernels' one-hot int8 dot for one sequence pair: length rounded up to whole
+    K-tiles of JB positions x S symbols (mirrors torchalign_kernels.hamming._dot_shape)."""
+    try:
+        from torchalign_kernels.hamming import DOT_K, _dot_shape
+
+        S, use_dot, jb = _dot_shape(n_symbols)
+    except Exception:  # noqa: BLE001  (only for the printout)
+        DOT_K, S = 128, max(2, 1 << max(0, n_symbols - 1).bit_length())
+        use_dot, jb = S <= 32, 128 // S
+    return -(-length // jb) * DOT_K if use_dot else length
+
+
+def measure(rows, wl, impl, ref_impl, fn, work, unit, device, verify=None, note="", **bench_kw):
+    """Verify (verify(result) -> "yes" / "NO"), time, append a Row; a peer that raises is
+    recorded in ERRORS and skipped."""
+    try:
+        verified = verify(fn()) if verify is not None else ("ref" if ref_impl is None else "n/a")
+        ms = bench(fn, device, **bench_kw)
+    except Exception as e:  # noqa: BLE001  (a failing peer must not lose the run)
+        if ref_impl is None:
+            raise
+        ERRORS.append(f"{wl}: {impl}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        print(f"{CLOCK()}   {impl}: FAILED ({ERRORS[-1]})", flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return
+    rows.append(Row(wl, impl, ms, work, unit, ref_impl, verified, note))
+    print(f"{CLOCK()}   {impl}: {ms:.3f} ms, {si(work / ms * 1e3)}{unit}, verified {verified}", flush=True)
+
+
+def fail(msg: str) -> str:
+    FAILURES.append(msg)
+    print(f"{CLOCK()}   VERIFICATION FAILED: {msg}", flush=True)
+    return "NO"
 
 
 # ====================================================================================
 # workload 1: all-vs-all
 # ====================================================================================
 def cdist_chunked(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(a[:, None] != b[None]).sum(-1), in row chunks (bool intermediate <= MEM_BUDGET)."""
+    """(a[:, None] != b[None]).sum(-1), in row chunks: the bool compare (1 B/element) and
+    the int32 copy that sum() casts it to (4 B/element) stay within MEM_BUDGET."""
     na, L = a.shape
     nb = b.shape[0]
-    rows = max(1, MEM_BUDGET // max(1, nb * L))
+    rows = max(1, MEM_BUDGET // max(1, 5 * nb * L))
     out = torch.empty((na, nb), dtype=torch.int32, device=a.device)
     for i in range(0, na, rows):
         out[i : i + rows] = (a[i : i + rows, None, :] != b[None]).sum(-1, dtype=torch.int32)
@@ -81,39 +124,44 @@ def workload_cdist(device, sz, rows: list[Row], info: dict) -> None:
     work = float(n) * n * L  # element compares
     unit = "compares/s"
     ours = "torchalign check=False"
-    print(f"[{wl}] inputs {n} x {L} uint8 x 2 = {2 * n * L / 2**20:.1f} MiB, output {n} x {n} int32 = "
+    print(f"{CLOCK()} [{wl}] inputs {n} x {L} uint8 x 2 = {2 * n * L / 2**20:.1f} MiB, output {n} x {n} int32 = "
           f"{n * n * 4 / 2**20:.0f} MiB; {work:.3g} element compares; useful one-hot MACs (S=4) "
           f"{work * 4:.3g}", flush=True)
+    FLOOR.append(
+        f"{wl}: in 2 x {n * L / 2**20:.1f} MiB uint8, out {n * n * 4 / 2**20:.0f} MiB int32; {work:.3g} element "
+        f"compares; one-hot int8 MACs: useful (S=4) {work * 4:.3g}, as the kernel pads them "
+        f"check=True (codes 0..3 -> S=4) {float(n) * n * kernel_k(4, L):.3g}, "
+        f"check=False (DNA alphabet, 15 codes -> S=16) {float(n) * n * kernel_k(ta.DNA.size, L):.3g}")
     info["cdist"] = dict(n=n, L=L, element_compares=work, input_bytes=2 * n * L, output_bytes=n * n * 4)
 
     t0 = time.perf_counter()
     ref = cdist_chunked(a, b)
     sync(device)
-    print(f"  reference (chunked compare) built in {time.perf_counter() - t0:.2f} s", flush=True)
+    print(f"{CLOCK()}   reference (chunked compare) built in {time.perf_counter() - t0:.2f} s", flush=True)
 
-    def check(name, out):
-        out = out.to(torch.int32)
-        if not torch.equal(out, ref):
+    def check(name):
+        def verify(out):
+            out = out.to(torch.int32)
+            if torch.equal(out, ref):
+                return "yes"
             bad = (out != ref).nonzero()[:5].tolist()
-            raise AssertionError(f"{wl}: {name} differs from the chunked torch compare at {bad} "
-                                 f"({int((out != ref).sum())} entries)")
-        return "yes"
+            return fail(f"{wl}: {name} differs from the chunked torch compare at {bad} "
+                        f"({int((out != ref).sum())} entries)")
+        return verify
 
     a_oh, b_oh = onehot_i8(a), onehot_i8(b)
     cases = [
         (ours, None, lambda: ta.hamming_cdist(A, B, check=False), ""),
         ("torchalign check=True", ours, lambda: ta.hamming_cdist(A, B, check=True), ""),
         ("torch.cdist p=0", ours, lambda: torch.cdist(a.float(), b.float(), p=0), "float32"),
-        ("torch chunked (a[:,None]!=b[None]).sum(-1)", ours, lambda: cdist_chunked(a, b), ""),
+        ("torch chunked (a[:,None]!=b[None]).sum(-1)", ours, lambda: cdist_chunked(a, b), "the reference"),
         ("torch._int_mm one-hot", ours, lambda: L - torch._int_mm(onehot_i8(a), onehot_i8(b).T),
          "incl. one-hot build"),
         ("torch._int_mm one-hot, GEMM only", ours, lambda: L - torch._int_mm(a_oh, b_oh.T), ""),
     ]
     for impl, ref_impl, fn, note in cases:
-        verified = check(impl, fn()) if "chunked" not in impl else "ref"
-        ms = bench(fn, device)
-        rows.append(Row(wl, impl, ms, work, unit, ref_impl, verified, note))
-        print(f"  {impl}: {ms:.3f} ms, {si(work / ms * 1e3)}{unit}", flush=True)
+        verify = (lambda out: "ref") if note == "the reference" else check(impl)
+        measure(rows, wl, impl, ref_impl, fn, work, unit, device, verify, note)
     del ref, a_oh, b_oh
 
 
@@ -155,7 +203,7 @@ def search_unfold_eq(text: torch.Tensor, pats: torch.Tensor, k: int):
     P, m = pats.shape
     p2 = both_strands(pats)
     win = text.unfold(0, m, 1)  # [W, m] view
-    chunk = max(1, MEM_BUDGET // max(1, win.shape[0] * m))
+    chunk = max(1, MEM_BUDGET // max(1, 3 * win.shape[0] * m))  # bool + its int16 copy in sum()
     out = []
     for c0 in range(0, 2 * P, chunk):
         d = (p2[c0 : c0 + chunk, None, :] != win[None]).sum(-1, dtype=torch.int16)  # [C, W]
@@ -179,7 +227,7 @@ def search_onehot_gemm(text: torch.Tensor, pats: torch.Tensor, k: int, kind: str
         dt = torch.float16 if text.is_cuda else torch.float32
         w_oh, p_oh = w_oh.to(dt), p_oh.to(dt)
     bt = p_oh.T
-    rows = max(17, MEM_BUDGET // 2 // (4 * 2 * P))  # int32/fp out chunk <= MEM_BUDGET / 2
+    rows = max(17, MEM_BUDGET // 4 // (4 * 2 * P))  # int32 / fp out chunk <= MEM_BUDGET / 4
     out = []
     for r0 in range(0, w_oh.shape[0], rows):
         a = w_oh[r0 : r0 + rows]
@@ -221,10 +269,15 @@ def workload_search(device, sz, rows: list[Row], info: dict) -> None:
     work, work_sub = float(P) * 2 * n_win, float(P) * 2 * n_win_sub
     unit = "comparisons/s"
     wl, wl_sub = f"kmismatch_search {G / 1e6:g} Mbp", f"kmismatch_search {SUB / 1e6:g} Mbp subset"
-    print(f"[{wl}] genome {G:,} B uint8, patterns {P} x {m} (x2 strands), k={K}; "
+    print(f"{CLOCK()} [{wl}] genome {G:,} B uint8, patterns {P} x {m} (x2 strands), k={K}; "
           f"{work:.3g} pattern x position comparisons = {work * m:.3g} element compares; "
           f"useful one-hot MACs (S=4) {work * m * 4:.3g}; peers on the first {SUB:,} bp "
           f"({work_sub:.3g} comparisons)", flush=True)
+    FLOOR.append(
+        f"{wl}: genome {G / 2**20:.1f} MiB uint8, patterns {P} x {m} x 2 strands; {work:.3g} comparisons = "
+        f"{work * m:.3g} element compares; one-hot int8 MACs: useful (S=4) {work * m * 4:.3g}, as the kernel "
+        f"pads them check=True {work * kernel_k(4, m):.3g}, check=False {work * kernel_k(ta.DNA.size, m):.3g}; "
+        f"peer subset {SUB / 2**20:.2f} MiB, {work_sub:.3g} comparisons")
     info["search"] = dict(genome=G, n_patterns=P, pattern_length=m, k=K, both_strands=True, subset=SUB,
                           comparisons=work, comparisons_subset=work_sub)
 
@@ -236,23 +289,37 @@ def workload_search(device, sz, rows: list[Row], info: dict) -> None:
     found = pattern_key(ours_tuple(h), G)
     want = pattern_key((planted[0], planted[1], planted[2], planted[3].to(torch.int32)), G)
     missing = int((~torch.isin(want, found)).sum())
-    if missing:
-        raise AssertionError(f"{wl}: {missing} of {P} planted hits not found")
-    if not same_hits(ours_tuple(run(text, check=False)), ours_tuple(h)):
-        raise AssertionError(f"{wl}: check=False hits differ from check=True hits")
-    print(f"  ours: {h.pattern.numel()} hits; all {P} planted hits found", flush=True)
+    print(f"{CLOCK()}   ours: {h.pattern.numel()} hits; {P - missing} of {P} planted hits found", flush=True)
     info["search"]["hits_full"] = int(h.pattern.numel())
-    for impl, ref_impl, fn in ((ours, None, lambda: run(text)),
-                               ("torchalign check=False", ours, lambda: run(text, check=False))):
-        ms = bench(fn, device)
-        rows.append(Row(wl, impl, ms, work, unit, ref_impl, "planted" if ref_impl is None else "yes"))
-        print(f"  {impl}: {ms:.3f} ms, {si(work / ms * 1e3)}{unit}", flush=True)
+
+    def planted_ok(out):
+        if missing:
+            return fail(f"{wl}: {missing} of {P} planted hits (pattern, position, strand, distance) not found")
+        return "planted"
+
+    def same_as_default(out):
+        return "yes" if same_hits(ours_tuple(out), ours_tuple(h)) else fail(
+            f"{wl}: check=False hits differ from check=True hits")
+
+    measure(rows, wl, ours, None, lambda: run(text), work, unit, device, planted_ok)
+    measure(rows, wl, "torchalign check=False", ours, lambda: run(text, check=False), work, unit, device,
+            same_as_default)
+    del h, found
 
     # subset: ours and the torch peers on the same input, hits compared exactly
     ours_sub = f"{ours} (subset)"
     mine = ours_tuple(run(sub))
     info["search"]["hits_subset"] = int(mine[0].numel())
-    print(f"  subset: ours {mine[0].numel()} hits", flush=True)
+    print(f"{CLOCK()}   subset: ours {mine[0].numel()} hits", flush=True)
+
+    def same_as_ours(name):
+        def verify(out):
+            theirs = sort_hits(*out, SUB)
+            if same_hits(theirs, mine):
+                return "yes"
+            return fail(f"{wl_sub}: {name} finds {theirs[0].numel()} hits, ours {mine[0].numel()}; they differ")
+        return verify
+
     cases = [
         (ours_sub, None, lambda: run(sub), ""),
         ("torch unfold + compare", ours_sub, lambda: search_unfold_eq(sub_codes, pats, K), "(p!=w).sum(-1), chunked"),
@@ -262,15 +329,8 @@ def workload_search(device, sz, rows: list[Row], info: dict) -> None:
          ("fp16" if device.type == "cuda" else "fp32") + " + nonzero"),
     ]
     for impl, ref_impl, fn, note in cases:
-        verified = "yes"
-        if ref_impl is not None:
-            theirs = sort_hits(*fn(), SUB)
-            if not same_hits(theirs, mine):
-                raise AssertionError(f"{wl_sub}: {impl} finds {theirs[0].numel()} hits, ours {mine[0].numel()}, "
-                                     "or they differ")
-        ms = bench(fn, device, warmup=10, rep=50)
-        rows.append(Row(wl_sub, impl, ms, work_sub, unit, ref_impl, verified if ref_impl else "ref", note))
-        print(f"  {impl}: {ms:.3f} ms, {si(work_sub / ms * 1e3)}{unit}", flush=True)
+        measure(rows, wl_sub, impl, ref_impl, fn, work_sub, unit, device,
+                None if ref_impl is None else same_as_ours(impl), note, warmup=10, rep=50)
 
 
 def pattern_key(t, total):
@@ -297,23 +357,37 @@ def main(argv=None) -> None:
     t0 = time.perf_counter()
     rows: list[Row] = []
     info: dict = {"sizes": size, "seed": SEED}
-    with torch.no_grad():
-        if args.only in (None, "cdist"):
-            workload_cdist(device, sz, rows, info)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-        if args.only in (None, "search"):
-            workload_search(device, sz, rows, info)
+    for name, workload in (("cdist", workload_cdist), ("search", workload_search)):
+        if args.only not in (None, name):
+            continue
+        try:
+            with torch.no_grad():
+                workload(device, sz, rows, info)
+        except Exception as e:  # noqa: BLE001  (keep the other workload and the record)
+            traceback.print_exc()
+            FAILURES.append(f"workload {name} raised {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
     fill_ratios(rows)
     info["wall_s"] = round(time.perf_counter() - t0, 1)
-    path = write_json(args.out, "hamming", device, commit, rows, info, suffix="" if size == "full" else f"-{size}")
+    info["verification_failures"] = FAILURES
+    info["peer_errors"] = ERRORS
+    info["floor"] = FLOOR
+    path = write_json(args.out, "hamming", device, commit, rows, info, suffix="-small" if size == "small" else "")
     print()
     print(markdown_table(rows))
     print()
+    for line in FLOOR:
+        print(line)
     print("vs ours: ours' throughput / this row's, on the same input (>1: ours is faster). "
           "verified: same integers as the reference row (cdist: the chunked compare; "
           "search subset: ours' hits; 'planted': every planted hit found).")
+    for e in ERRORS:
+        print(f"peer error: {e}")
     print(f"total {info['wall_s']} s; wrote {path}")
+    if FAILURES:
+        print("\nVERIFICATION FAILED:\n  " + "\n  ".join(FAILURES))
+        sys.exit(1)
 
 
 if __name__ == "__main__":

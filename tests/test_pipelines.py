@@ -23,10 +23,10 @@ def _op_samples(device):
     ops = torch.ops.torchalign
     return [
         (ops.hamming, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, True)),
-        (ops.hamming_cdist, (a.codes, a.offsets, a.codes, a.offsets, 15, True)),
-        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, True)),
-        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, False)),
-        (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, True)),
+        (ops.hamming_cdist, (a.codes, a.offsets, a.codes, a.offsets, 15, 15, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, 4, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, 15, False)),
+        (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, 15, True)),
     ]
 
 

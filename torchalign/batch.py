@@ -37,7 +37,8 @@ class SequenceBatch:
     ([4, 2], ['ACGT', 'GA'])
     """
 
-    def __init__(self, codes: torch.Tensor, offsets: torch.Tensor, alphabet: str | Alphabet):
+    def __init__(self, codes: torch.Tensor, offsets: torch.Tensor, alphabet: str | Alphabet,
+                 max_code: int | None = None):
         self.alphabet = get_alphabet(alphabet)
         if codes.dim() != 1 or offsets.dim() != 1 or offsets.numel() < 1:
             raise ValueError("SequenceBatch: codes must be 1-D and offsets 1-D with B + 1 entries")
@@ -51,6 +52,9 @@ class SequenceBatch:
             raise ValueError(f"SequenceBatch: codes on {codes.device} but offsets on {offsets.device}")
         self.codes = codes
         self.offsets = offsets
+        # The largest code, when known at encode time (-1: empty). Ops called with
+        # check=False use it to size their one-hot tiles without reading the device.
+        self.max_code = max_code
         self._packed: dict = {}
 
     # ---- shape -------------------------------------------------------------
@@ -77,6 +81,7 @@ class SequenceBatch:
             self.codes.to(device, non_blocking=non_blocking),
             self.offsets.to(device, non_blocking=non_blocking),
             self.alphabet,
+            self.max_code,
         )
 
     def cuda(self, non_blocking: bool = False) -> "SequenceBatch":
@@ -84,7 +89,7 @@ class SequenceBatch:
 
     def pin_memory(self) -> "SequenceBatch":
         """Page-locked host copy, so ``.to('cuda', non_blocking=True)`` overlaps compute."""
-        return SequenceBatch(self.codes.pin_memory(), self.offsets.pin_memory(), self.alphabet)
+        return SequenceBatch(self.codes.pin_memory(), self.offsets.pin_memory(), self.alphabet, self.max_code)
 
     # ---- construction ------------------------------------------------------
     @classmethod
@@ -96,18 +101,19 @@ class SequenceBatch:
         parts = [alpha.encode_str(s, what=f"sequence {i}") for i, s in enumerate(seqs)]
         lengths = torch.tensor([p.numel() for p in parts], dtype=torch.int64)
         codes = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
-        return cls(codes, _offsets(lengths), alpha)
+        return cls(codes, _offsets(lengths), alpha, int(codes.max()) if codes.numel() else -1)
 
     @classmethod
     def from_codes(cls, seqs, alphabet) -> "SequenceBatch":
         """From a list of 1-D code arrays or tensors (codes, not characters)."""
         alpha = get_alphabet(alphabet)
         parts = [_as_codes(torch.as_tensor(s), alpha, f"sequence {i}") for i, s in enumerate(seqs)]
-        lengths = torch.tensor([p.numel() for p in parts], dtype=torch.int64)
+        lengths = torch.tensor([p.numel() for p, _ in parts], dtype=torch.int64)
         if not parts:
-            return cls(torch.empty(0, dtype=alpha.dtype), _offsets(lengths), alpha)
-        device = parts[0].device
-        return cls(torch.cat([p.to(device) for p in parts]), _offsets(lengths).to(device), alpha)
+            return cls(torch.empty(0, dtype=alpha.dtype), _offsets(lengths), alpha, -1)
+        device = parts[0][0].device
+        codes = torch.cat([p.to(device) for p, _ in parts])
+        return cls(codes, _offsets(lengths).to(device), alpha, max(hi for _, hi in parts))
 
     @classmethod
     def from_padded(cls, codes: torch.Tensor, lengths: torch.Tensor, alphabet) -> "SequenceBatch":
@@ -123,8 +129,8 @@ class SequenceBatch:
         if lengths.numel() and (int(lengths.min()) < 0 or int(lengths.max()) > codes.shape[1]):
             raise ValueError(f"from_padded: lengths must lie in [0, {codes.shape[1]}]")
         keep = torch.arange(codes.shape[1], device=codes.device)[None, :] < lengths[:, None]
-        flat = _as_codes(codes[keep], alpha, "from_padded codes")
-        return cls(flat, _offsets(lengths), alpha)
+        flat, hi = _as_codes(codes[keep], alpha, "from_padded codes")
+        return cls(flat, _offsets(lengths), alpha, hi)
 
     @classmethod
     def from_nested(cls, nt: torch.Tensor, alphabet) -> "SequenceBatch":
@@ -138,7 +144,8 @@ class SequenceBatch:
             parts = nt.unbind()
             values = torch.cat(parts) if parts else torch.empty(0)
             offsets = _offsets(torch.tensor([p.numel() for p in parts], dtype=torch.int64)).to(values.device)
-        return cls(_as_codes(values, alpha, "nested codes"), offsets, alpha)
+        codes, hi = _as_codes(values, alpha, "nested codes")
+        return cls(codes, offsets, alpha, hi)
 
     # ---- conversion --------------------------------------------------------
     def to_padded(self, pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -174,17 +181,19 @@ def _offsets(lengths: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _as_codes(t: torch.Tensor, alpha: Alphabet, what: str) -> torch.Tensor:
-    """Hand-given codes: integer dtype, inside the alphabet's range, in its dtype."""
+def _as_codes(t: torch.Tensor, alpha: Alphabet, what: str) -> tuple[torch.Tensor, int]:
+    """Hand-given codes: integer dtype, inside the alphabet's range, in its dtype; with the
+    largest code (-1 if none)."""
     if t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
         raise TypeError(f"{what}: codes must be an integer tensor, got {t.dtype}")
+    hi = -1
     if t.numel():
         lo, hi = int(t.min()), int(t.max())
         if lo < 0 or hi >= alpha.size:
             raise ValueError(
                 f"{what}: codes must lie in [0, {alpha.size}) for alphabet {alpha.name!r}, found {lo}..{hi}"
             )
-    return t.to(alpha.dtype).reshape(-1)
+    return t.to(alpha.dtype).reshape(-1), hi
 
 
 def _pack(codes: torch.Tensor, offsets: torch.Tensor, lanes: int) -> PackedBatch:

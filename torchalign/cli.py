@@ -19,7 +19,7 @@ from .hamming import DEFAULT_MAX_HITS
 from .io import iter_batches
 
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
-PROGRESS_MIN_RESIDUES = 1_000_000  # smaller inputs get no progress bar
+PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
 
 
 class UsageError(Exception):
@@ -77,42 +77,44 @@ def _grep(args) -> int:
     if not all(names):
         raise UsageError(f"empty pattern in {args.pattern!r}")
     patterns = ta.SequenceBatch.from_codes([ta.DNA.encode_str(p, what=f"pattern {p!r}") for p in names], "dna")
-    table = ta.DNA.iupac_match_table() if args.iupac else None
-    pattern_col = "pattern\t" if len(names) > 1 else ""
-    header = f"#record\t{pattern_col}position\tstrand\tdistance\tmatch\n"  # written once the file reads
-
     start = time.perf_counter()
-    n_hits = n_records = n_residues = 0
     with ExitStack() as stack:
         path = args.file or stack.enter_context(
             resources.as_file(resources.files("torchalign") / "data" / "MT-human.fa"))
-        bar = None
+        n_hits, n_records, n_residues = _search_file(path, names, patterns, device, args)
+    print(f"{n_hits} hits in {n_records} records ({n_residues} bp) in {time.perf_counter() - start:.2f} s "
+          f"on {device}", file=sys.stderr)
+    return 0
+
+
+def _search_file(path, names, patterns, device, args) -> tuple[int, int, int]:
+    """Search ``path`` chunk by chunk, writing hit lines to stdout; (hits, records, residues)."""
+    table = ta.DNA.iupac_match_table() if args.iupac else None
+    pattern_names = names if len(names) > 1 else None
+    pattern_col = "pattern\t" if pattern_names else ""
+    header = f"#record\t{pattern_col}position\tstrand\tdistance\tmatch\n"
+    on_device = patterns.to(device)
+    n_hits = n_records = n_residues = 0
+    large = os.path.getsize(path) > PROGRESS_MIN_BYTES
+    with tqdm(unit="bp", unit_scale=True, file=sys.stderr, disable=None if large else True) as bar:
         for records, texts in iter_batches(path, "dna", max_residues=CHUNK_RESIDUES):
-            if bar is None:
-                large = texts.codes.numel() > PROGRESS_MIN_RESIDUES
-                bar = stack.enter_context(tqdm(unit="bp", unit_scale=True, file=sys.stderr,
-                                               disable=None if large else True))
             try:
-                hits = ta.kmismatch_search(texts.to(device), patterns.to(device), args.k,
-                                           both_strands=args.both_strands, iupac=args.iupac,
-                                           max_hits=args.max_hits - n_hits)
+                hits = ta.kmismatch_search(texts.to(device), on_device, args.k, both_strands=args.both_strands,
+                                           iupac=args.iupac, max_hits=args.max_hits - n_hits)
             except ValueError:  # inputs are valid by now: only the hit budget can be exceeded
                 raise UsageError(f"more than {args.max_hits} hits; raise --max-hits or lower -k") from None
             hits = ta.Hits(*(t.cpu() for t in hits))
-            lines = _hit_lines(hits, records, names if pattern_col else None, texts, patterns, table)
+            lines = _hit_lines(hits, records, pattern_names, texts, patterns, table)
             with tqdm.external_write_mode(file=sys.stdout):
-                sys.stdout.write(header + lines)
+                sys.stdout.write(header + lines)  # the header waits until the file has been read
                 sys.stdout.flush()
             header = ""
             n_hits += hits.position.numel()
             n_records += len(texts)
             n_residues += texts.codes.numel()
             bar.update(texts.codes.numel())
-    sys.stdout.write(header)  # no records
-    seconds = time.perf_counter() - start
-    print(f"{n_hits} hits in {n_records} records ({n_residues} bp) in {seconds:.2f} s on {device}",
-          file=sys.stderr)
-    return 0
+    sys.stdout.write(header)  # still unwritten when there were no records
+    return n_hits, n_records, n_residues
 
 
 def _device(name: str | None) -> str:

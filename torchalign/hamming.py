@@ -42,7 +42,9 @@ def hamming_cdist(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
     [[2, 4, 0], [1, 3, 3]]
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
-    return torch.ops.torchalign.hamming_cdist(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a), check)
+    bound = min(_code_bound(a), _code_bound(b))  # only codes present in both can match
+    return torch.ops.torchalign.hamming_cdist(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a), bound,
+                                              check)
 
 
 def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, check: bool = True) -> torch.Tensor:
@@ -61,7 +63,7 @@ def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, chec
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "dna" if iupac else "bytes")
     table = _iupac_table(t, iupac)
     return torch.ops.torchalign.hamming_profile(t.codes, t.offsets, p.codes, p.offsets, table,
-                                                _n_symbols(t), check)
+                                                _n_symbols(t), _pattern_bound(t, p, iupac), check)
 
 
 def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = False,
@@ -90,12 +92,28 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
         complement = t.alphabet.complement_codes().to(t.device)
     table = _iupac_table(t, iupac)
     out = torch.ops.torchalign.kmismatch_search(t.codes, t.offsets, p.codes, p.offsets, k, table, complement,
-                                                max_hits, _n_symbols(t), check)
+                                                max_hits, _n_symbols(t), _pattern_bound(t, p, iupac), check)
     return Hits(*out)
 
 
 def _n_symbols(batch) -> int:
+    """The alphabet's size: codes are checked against it."""
     return min(batch.alphabet.size, 2**31 - 1)
+
+
+def _code_bound(batch) -> int:
+    """A bound on the batch's codes: max_code + 1 when encode recorded it, else the
+    alphabet's size. Sizes the one-hot tiles when check=False (check=True reads the data)."""
+    return max(1, batch.max_code + 1) if batch.max_code is not None else _n_symbols(batch)
+
+
+def _pattern_bound(texts, patterns, iupac: bool) -> int:
+    """A bound on the text codes any pattern can match."""
+    bound = _code_bound(patterns)
+    if iupac:  # the largest text code a pattern code below the bound allows, + 1
+        allowed = texts.alphabet.iupac_match_table()[:bound].any(0)
+        bound = int(torch.nonzero(allowed).max()) + 1 if allowed.any() else 1
+    return bound
 
 
 def _iupac_table(batch, iupac: bool):

@@ -1,9 +1,12 @@
 """The Hamming custom ops: schemas, fake impls, and the CPU / CUDA implementations.
 
-Each op takes flat codes + int64 offsets (a SequenceBatch unpacked) and scalars. With
-``check=True`` the op validates values (offsets, code ranges, equal lengths) with one
-host read and raises ValueError; that read also narrows the one-hot width to the codes
-actually present. ``check=False`` reads nothing, for CUDA graphs and trusted loops.
+Each op takes flat codes + int64 offsets (a SequenceBatch unpacked) and scalars:
+``n_symbols`` (the alphabet's size: codes are checked against it) and ``code_bound``
+(every code that can match is below it: the one-hot width). With ``check=True`` the op
+validates values (offsets, code ranges, equal lengths) with one host read and raises
+ValueError; that read also recomputes ``code_bound`` from the data. ``check=False`` reads
+nothing for the fixed-shape ops (CUDA graphs, trusted loops); kmismatch_search still
+reads its hit count, since its output size depends on it.
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, check):
 # ---------------------------------------------------------------- all-vs-all ---------
 @torch.library.custom_op("torchalign::hamming_cdist", mutates_args=(), device_types=DEVICES)
 def hamming_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor,
-                  n_symbols: int, check: bool) -> Tensor:
+                  n_symbols: int, code_bound: int, check: bool) -> Tensor:
     na, nb = a_offsets.numel() - 1, b_offsets.numel() - 1
     la = a_codes.numel() // na if na else 0
     lb = b_codes.numel() // nb if nb else 0
@@ -70,14 +73,14 @@ def hamming_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets
         for name, ok in (("a", vals[10]), ("b", vals[11])):
             if not ok:
                 raise ValueError(f"hamming_cdist: the sequences of {name} differ in length; all must be equal")
-        n_symbols = max(1, min(vals[7], vals[9]) + 1)  # only codes present in both can match
+        code_bound = max(1, min(vals[7], vals[9]) + 1)  # only codes present in both can match
     if na and nb and la != lb:
         raise ValueError(f"hamming_cdist: a has sequences of length {la}, b of length {lb}; they must be equal")
     a = a_codes.reshape(na, la) if na else a_codes.new_empty((0, lb))
     b = b_codes.reshape(nb, lb) if nb else b_codes.new_empty((0, la))
     if use_kernels(a_codes):
-        return kernels().hamming_cdist(a, b, n_symbols)
-    return cpu.hamming_cdist(a, b, n_symbols)
+        return kernels().hamming_cdist(a, b, code_bound)
+    return cpu.hamming_cdist(a, b, code_bound)
 
 
 def _uniform(offsets: Tensor, length: int) -> Tensor:
@@ -85,7 +88,7 @@ def _uniform(offsets: Tensor, length: int) -> Tensor:
 
 
 @hamming_cdist.register_fake
-def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, check):
+def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, code_bound, check):
     return a_codes.new_empty((a_offsets.shape[0] - 1, b_offsets.shape[0] - 1), dtype=torch.int32)
 
 
@@ -128,21 +131,21 @@ def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, 
 
 @torch.library.custom_op("torchalign::hamming_profile", mutates_args=(), device_types=DEVICES)
 def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
-                    table: Optional[Tensor], n_symbols: int, check: bool) -> Tensor:
+                    table: Optional[Tensor], n_symbols: int, code_bound: int, check: bool) -> Tensor:
     codes, starts, lens = _patterns(pat_codes, pat_offsets, None)
     if check:
-        n_symbols, max_len = _window_checks("hamming_profile", text_codes, text_offsets, pat_codes,
+        code_bound, max_len = _window_checks("hamming_profile", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, n_symbols)
     else:
         max_len = None  # the kernel reads it on the device
     if use_kernels(text_codes):
         return kernels().hamming_windows(text_codes, text_offsets, codes, starts, lens, max_len,
-                                         n_symbols, table, search=False)
-    return cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, n_symbols, table, search=False)
+                                         code_bound, table, search=False)
+    return cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, code_bound, table, search=False)
 
 
 @hamming_profile.register_fake
-def _(text_codes, text_offsets, pat_codes, pat_offsets, table, n_symbols, check):
+def _(text_codes, text_offsets, pat_codes, pat_offsets, table, n_symbols, code_bound, check):
     return text_codes.new_empty((pat_offsets.shape[0] - 1, text_codes.shape[0]), dtype=torch.int32)
 
 
@@ -152,18 +155,18 @@ FIRST_CAPACITY = 1 << 16  # hit slots of the first launch; a second launch sizes
 @torch.library.custom_op("torchalign::kmismatch_search", mutates_args=(), device_types=DEVICES)
 def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
                      k: int, table: Optional[Tensor], complement: Optional[Tensor], max_hits: int,
-                     n_symbols: int, check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                     n_symbols: int, code_bound: int, check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     codes, starts, lens = _patterns(pat_codes, pat_offsets, complement)
     n_pat = pat_offsets.numel() - 1
     if check:
-        n_symbols, max_len = _window_checks("kmismatch_search", text_codes, text_offsets, pat_codes,
+        code_bound, max_len = _window_checks("kmismatch_search", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, n_symbols)
     else:
         max_len = None
     if use_kernels(text_codes):
         K = kernels()
         cap = min(max_hits, FIRST_CAPACITY)
-        args = (text_codes, text_offsets, codes, starts, lens, max_len, n_symbols, table, k)
+        args = (text_codes, text_offsets, codes, starts, lens, max_len, code_bound, table, k)
         counter, pos, pat, dist = K.hamming_windows(*args, search=True, capacity=cap)
         n = int(counter)
         _raise_if_too_many(n, max_hits)
@@ -171,7 +174,7 @@ def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor
             counter, pos, pat, dist = K.hamming_windows(*args, search=True, capacity=n)
         pos, pat, dist = pos[:n], pat[:n], dist[:n]
     else:
-        pos, pat, dist = cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, n_symbols,
+        pos, pat, dist = cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, code_bound,
                                              table, k, search=True)
         _raise_if_too_many(pos.numel(), max_hits)
     return _sorted_hits(pos, pat.to(torch.int64), dist, n_pat, text_offsets, text_codes.numel())
@@ -197,7 +200,8 @@ def _sorted_hits(pos: Tensor, pat: Tensor, dist: Tensor, n_pat: int, text_offset
 
 
 @kmismatch_search.register_fake
-def _(text_codes, text_offsets, pat_codes, pat_offsets, k, table, complement, max_hits, n_symbols, check):
+def _(text_codes, text_offsets, pat_codes, pat_offsets, k, table, complement, max_hits, n_symbols, code_bound,
+      check):
     n = torch.library.get_ctx().new_dynamic_size()
     i64 = text_offsets.new_empty(n)
     return i64, text_offsets.new_empty(n), text_offsets.new_empty(n), \

@@ -1,0 +1,14 @@
+"""The examples run as a user would run them (on the CPU here)."""
+
+import subprocess
+import sys
+
+from .conftest import REPO
+
+
+def test_dataloader_compile_example():
+    out = subprocess.run([sys.executable, str(REPO / "examples" / "dataloader_compile.py"), "--device", "cpu"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout
+    lines = out.strip().splitlines()
+    assert lines[-1].endswith("hits in 512 reads") and int(lines[-1].split()[0]) > 0
+    assert all("best distance [1]" in line for line in lines[:-1])  # the planted guide, one substitution
