@@ -91,7 +91,7 @@ def hamming_cdist_kernel(
             j_ok = j < L
             a = tl.load(a_rows[:, None] + j[None, :], mask=m_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
             b = tl.load(b_rows[:, None] + j[None, :], mask=n_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
-            acc = tl.dot(_onehot(a, S, BM, JB), tl.trans(_onehot(b, S, BN, JB)), acc)
+            acc = tl.dot(_onehot(a, S, BM, JB), tl.trans(_onehot(b, S, BN, JB)), acc, out_dtype=tl.int32)
     else:
         for j in range(0, L):
             a = tl.load(a_rows + j, mask=m_ok, other=0)
@@ -181,7 +181,7 @@ def hamming_windows_kernel(
                         tpos = pos[:, None] + j[None, :]
                         tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
                         a = _onehot(tc, S, BM, JB)
-                    acc = tl.dot(a, tl.trans(b), acc)
+                    acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
             else:
                 for j in range(0, max_len):
                     tc = tl.load(text_ptr + pos + j, mask=pos + j < end, other=-1).to(tl.int32)
