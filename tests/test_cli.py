@@ -138,9 +138,9 @@ def test_grep_small_fasta_both_strands_lowercase(tmp_path, capsys):
     path = write_fasta(tmp_path / "small.fa", records)
     lines, _ = grep(capsys, "ACGT", path, "-k", 1, "--both-strands")
     assert lines == brute_grep(records, ["ACGT"], 1, both_strands=True)
-    assert "s1\t5\t+\t1\tACGa" in lines  # TACG: mismatch rendered in lower case
+    assert "s1\t5\t+\t1\tACGa" in lines  # ACGA: the mismatch in lower case
     assert "s1\t5\t-\t1\ttCGT" in lines  # the reverse complement of ACGA
-    lines, _ = grep(capsys, path, "-k", 1, "AACG", "--both-strands")  # options anywhere
+    lines, _ = grep(capsys, "AACG", "-k", 1, path, "--both-strands")  # options between positionals
     assert "s1\t10\t-\t1\tnACG" in lines  # CGTN, reverse-complemented
     assert lines == brute_grep(records, ["AACG"], 1, both_strands=True)
 

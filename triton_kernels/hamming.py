@@ -147,7 +147,7 @@ def hamming_windows_kernel(
     """
     pid = tl.program_id(0)
     t = tl.load(tile_text_ptr + pid)
-    max_len = tl.load(max_len_ptr)
+    max_len = tl.load(max_len_ptr).to(tl.int32)
     if t >= 0:
         start = tl.load(tile_start_ptr + pid)
         end = tl.load(text_off_ptr + t + 1)
@@ -155,10 +155,9 @@ def hamming_windows_kernel(
         in_text = pos < end
         a_first = tl.zeros((BM, JB * S), tl.int8)
         if USE_DOT and ONE_K_TILE:  # the text tile's one-hot, built once for all patterns
-            j = tl.arange(0, JB)
-            tpos = pos[:, None] + j[None, :]
-            tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
-            a_first = _onehot(tc, S, BM, JB)
+            tpos0 = pos[:, None] + tl.arange(0, JB)[None, :]
+            tc0 = tl.load(text_ptr + tpos0, mask=tpos0 < end, other=-1).to(tl.int32)
+            a_first = _onehot(tc0, S, BM, JB)
         for n0 in range(0, n_pat, BN):
             cols = n0 + tl.arange(0, BN)
             c_ok = cols < n_pat
