@@ -1,12 +1,10 @@
 """The FASTA/FASTQ reader and `torchalign grep`, against a brute-force Python reference."""
 
 import gzip
-import os
 import random
 import subprocess
 import sys
 from importlib import resources
-from pathlib import Path
 
 import pytest
 import torch
@@ -15,7 +13,9 @@ from Bio import SeqIO
 from torchalign.cli import main
 from torchalign.io import iter_records, read_sequences
 
-DATA = Path(os.environ.get("TORCHALIGN_TEST_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+from .conftest import data_dir
+
+DATA = data_dir()  # TORCHALIGN_TEST_DATA, else <repo root>/../shared/data
 BUNDLED = resources.files("torchalign") / "data" / "MT-human.fa"
 
 IUPAC = {"A": "A", "C": "C", "G": "G", "T": "T", "N": "ACGT", "R": "AG", "Y": "CT", "S": "CG",
@@ -242,3 +242,16 @@ def test_grep_shared_contig(capsys):
     lines, _ = grep(capsys, revcomp(pattern), path, "-k", 2, "--both-strands")
     assert f"{rec.id}\t{pos}\t-\t2\t{revcomp(expected.upper())[:4]}" in "\n".join(lines)
     assert lines == brute_grep([(rec.id, text)], [revcomp(pattern)], 2, both_strands=True)
+
+
+@pytest.mark.skipif(not (DATA / "genes100_CP040672.fna").exists(), reason=f"no shared data at {DATA}")
+def test_grep_shared_genes_many_records(capsys):
+    path = DATA / "genes100_CP040672.fna"
+    records = [(r.id, str(r.seq)) for r in SeqIO.parse(path, "fasta")]
+    names, batch = read_sequences(path)
+    assert names == [name for name, _ in records] and batch.decode() == [seq.upper() for _, seq in records]
+    name, seq = records[42]
+    pattern = revcomp(seq[30:50])
+    lines, err = grep(capsys, pattern, path, "-k", 1, "--both-strands")
+    assert f"{name}\t30\t-\t0\t{pattern}" in lines
+    assert "in 100 records" in err

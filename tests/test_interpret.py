@@ -54,10 +54,13 @@ def test_kmismatch_bytes_compare_path(rng):
     assert got == ref.kmismatch(texts, patterns, 1)
 
 
-def test_check_false_reads_max_len_on_device(rng):
+def test_check_false_with_and_without_encode_hints(rng):
     texts, patterns = cases.texts_and_patterns(rng, text_len=60)
     t, p = ta.encode(texts, "dna"), ta.encode(patterns, "dna")
-    assert ta.hamming_profile(t, p, check=False).tolist() == ref.profile(texts, patterns)
+    bare = ta.SequenceBatch(p.codes, p.offsets, "dna")  # hand-built: no max_code / max_length
+    want = ref.profile(texts, patterns)
+    assert ta.hamming_profile(t, p, check=False).tolist() == want
+    assert ta.hamming_profile(t, bare, check=False).tolist() == want
 
 
 def test_hit_capacity_overflow_relaunches(monkeypatch):
@@ -81,5 +84,5 @@ def test_launch_helpers_directly():
     a = torch.randint(0, 4, (20, 33), dtype=torch.uint8)
     b = torch.randint(0, 4, (17, 33), dtype=torch.uint8)
     want = (a[:, None] != b[None]).sum(-1).int()
-    for n_symbols in (4, 200):  # tensor-core path and compare path
-        assert torch.equal(K.hamming_cdist(a, b, n_symbols, block_m=16, block_n=16), want)
+    for n_symbols, onehot in ((4, "memory"), (4, "registers"), (200, "memory")):  # 200: compare path
+        assert torch.equal(K.hamming_cdist(a, b, n_symbols, onehot=onehot, block_m=16, block_n=16), want)

@@ -24,9 +24,9 @@ def _op_samples(device):
     return [
         (ops.hamming, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, True)),
         (ops.hamming_cdist, (a.codes, a.offsets, a.codes, a.offsets, 15, 15, True)),
-        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, 4, True)),
-        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, 15, False)),
-        (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, 15, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, 4, -1, True)),
+        (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, 15, p.max_length, False)),
+        (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, 15, -1, True)),
     ]
 
 

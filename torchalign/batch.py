@@ -38,7 +38,7 @@ class SequenceBatch:
     """
 
     def __init__(self, codes: torch.Tensor, offsets: torch.Tensor, alphabet: str | Alphabet,
-                 max_code: int | None = None):
+                 max_code: int | None = None, max_length: int | None = None):
         self.alphabet = get_alphabet(alphabet)
         if codes.dim() != 1 or offsets.dim() != 1 or offsets.numel() < 1:
             raise ValueError("SequenceBatch: codes must be 1-D and offsets 1-D with B + 1 entries")
@@ -52,9 +52,10 @@ class SequenceBatch:
             raise ValueError(f"SequenceBatch: codes on {codes.device} but offsets on {offsets.device}")
         self.codes = codes
         self.offsets = offsets
-        # The largest code, when known at encode time (-1: empty). Ops called with
-        # check=False use it to size their one-hot tiles without reading the device.
+        # The largest code (-1: none) and the longest sequence, when known at encode time.
+        # Ops called with check=False size their tiles from them without reading the device.
         self.max_code = max_code
+        self.max_length = max_length
         self._packed: dict = {}
 
     # ---- shape -------------------------------------------------------------
@@ -82,6 +83,7 @@ class SequenceBatch:
             self.offsets.to(device, non_blocking=non_blocking),
             self.alphabet,
             self.max_code,
+            self.max_length,
         )
 
     def cuda(self, non_blocking: bool = False) -> "SequenceBatch":
@@ -89,7 +91,8 @@ class SequenceBatch:
 
     def pin_memory(self) -> "SequenceBatch":
         """Page-locked host copy, so ``.to('cuda', non_blocking=True)`` overlaps compute."""
-        return SequenceBatch(self.codes.pin_memory(), self.offsets.pin_memory(), self.alphabet, self.max_code)
+        return SequenceBatch(self.codes.pin_memory(), self.offsets.pin_memory(), self.alphabet, self.max_code,
+                             self.max_length)
 
     # ---- construction ------------------------------------------------------
     @classmethod
@@ -101,7 +104,7 @@ class SequenceBatch:
         parts = [alpha.encode_str(s, what=f"sequence {i}") for i, s in enumerate(seqs)]
         lengths = torch.tensor([p.numel() for p in parts], dtype=torch.int64)
         codes = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
-        return cls(codes, _offsets(lengths), alpha, int(codes.max()) if codes.numel() else -1)
+        return cls(codes, _offsets(lengths), alpha, int(codes.max()) if codes.numel() else -1, _longest(lengths))
 
     @classmethod
     def from_codes(cls, seqs, alphabet) -> "SequenceBatch":
@@ -110,10 +113,10 @@ class SequenceBatch:
         parts = [_as_codes(torch.as_tensor(s), alpha, f"sequence {i}") for i, s in enumerate(seqs)]
         lengths = torch.tensor([p.numel() for p, _ in parts], dtype=torch.int64)
         if not parts:
-            return cls(torch.empty(0, dtype=alpha.dtype), _offsets(lengths), alpha, -1)
+            return cls(torch.empty(0, dtype=alpha.dtype), _offsets(lengths), alpha, -1, 0)
         device = parts[0][0].device
         codes = torch.cat([p.to(device) for p, _ in parts])
-        return cls(codes, _offsets(lengths).to(device), alpha, max(hi for _, hi in parts))
+        return cls(codes, _offsets(lengths).to(device), alpha, max(hi for _, hi in parts), _longest(lengths))
 
     @classmethod
     def from_padded(cls, codes: torch.Tensor, lengths: torch.Tensor, alphabet) -> "SequenceBatch":
@@ -130,7 +133,7 @@ class SequenceBatch:
             raise ValueError(f"from_padded: lengths must lie in [0, {codes.shape[1]}]")
         keep = torch.arange(codes.shape[1], device=codes.device)[None, :] < lengths[:, None]
         flat, hi = _as_codes(codes[keep], alpha, "from_padded codes")
-        return cls(flat, _offsets(lengths), alpha, hi)
+        return cls(flat, _offsets(lengths), alpha, hi, _longest(lengths))
 
     @classmethod
     def from_nested(cls, nt: torch.Tensor, alphabet) -> "SequenceBatch":
@@ -145,7 +148,7 @@ class SequenceBatch:
             values = torch.cat(parts) if parts else torch.empty(0)
             offsets = _offsets(torch.tensor([p.numel() for p in parts], dtype=torch.int64)).to(values.device)
         codes, hi = _as_codes(values, alpha, "nested codes")
-        return cls(codes, offsets, alpha, hi)
+        return cls(codes, offsets, alpha, hi, _longest(offsets[1:] - offsets[:-1]))
 
     # ---- conversion --------------------------------------------------------
     def to_padded(self, pad: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -173,6 +176,10 @@ class SequenceBatch:
         if lanes not in self._packed:
             self._packed[lanes] = _pack(self.codes, self.offsets, lanes)
         return self._packed[lanes]
+
+
+def _longest(lengths: torch.Tensor) -> int:
+    return int(lengths.max()) if lengths.numel() else 0
 
 
 def _offsets(lengths: torch.Tensor) -> torch.Tensor:

@@ -63,7 +63,7 @@ def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, chec
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "dna" if iupac else "bytes")
     table = _iupac_table(t, iupac)
     return torch.ops.torchalign.hamming_profile(t.codes, t.offsets, p.codes, p.offsets, table,
-                                                _n_symbols(t), _pattern_bound(t, p, iupac), check)
+                                                _n_symbols(t), _pattern_bound(t, p, iupac), _max_length(p), check)
 
 
 def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = False,
@@ -92,7 +92,8 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
         complement = t.alphabet.complement_codes().to(t.device)
     table = _iupac_table(t, iupac)
     out = torch.ops.torchalign.kmismatch_search(t.codes, t.offsets, p.codes, p.offsets, k, table, complement,
-                                                max_hits, _n_symbols(t), _pattern_bound(t, p, iupac), check)
+                                                max_hits, _n_symbols(t), _pattern_bound(t, p, iupac), _max_length(p),
+                                                check)
     return Hits(*out)
 
 
@@ -105,6 +106,11 @@ def _code_bound(batch) -> int:
     """A bound on the batch's codes: max_code + 1 when encode recorded it, else the
     alphabet's size. Sizes the one-hot tiles when check=False (check=True reads the data)."""
     return max(1, batch.max_code + 1) if batch.max_code is not None else _n_symbols(batch)
+
+
+def _max_length(batch) -> int:
+    """The longest sequence when encode recorded it, else -1 (the op reads it)."""
+    return -1 if batch.max_length is None else batch.max_length
 
 
 def _pattern_bound(texts, patterns, iupac: bool) -> int:

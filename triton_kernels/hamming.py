@@ -7,7 +7,8 @@ IUPAC patterns use multi-hot rows (every text code a pattern code allows). Large
 alphabets (bytes, token ids) take a plain compare loop. Every kernel counts matches;
 distance = length - matches.
 
-Pure: imports only torch and triton.
+Loops over run-time bounds are while loops: Triton 3.6's interpreter (with NumPy >= 2.4)
+cannot range() over a run-time value. Pure: imports only torch and triton.
 """
 
 import torch
@@ -27,15 +28,6 @@ def _onehot(codes, S: tl.constexpr, R: tl.constexpr, JB: tl.constexpr):
     return tl.reshape((codes[:, :, None] == s[None, None, :]).to(tl.int8), (R, JB * S))
 
 
-@triton.jit
-def _allowed(codes, table_ptr, table_stride, S: tl.constexpr, R: tl.constexpr, JB: tl.constexpr):
-    """int32 pattern codes [R, JB] -> int8 multi-hot [R, JB * S] of the text codes each allows."""
-    s = tl.arange(0, S)
-    ok = (codes >= 0)[:, :, None] & (s < table_stride)[None, None, :]  # table is [C, C]
-    rows = tl.load(table_ptr + codes[:, :, None] * table_stride + s[None, None, :], mask=ok, other=0)
-    return tl.reshape(rows.to(tl.int8), (R, JB * S))
-
-
 # --------------------------------------------------------------------------------------
 # pairwise: B pairs, one program each, looping over the pair in BLOCK chunks
 # --------------------------------------------------------------------------------------
@@ -48,12 +40,14 @@ def hamming_pairs_kernel(a_ptr, a_off_ptr, b_ptr, b_off_ptr, out_ptr, BLOCK: tl.
     lb = tl.load(b_off_ptr + pid + 1) - b0
     n = tl.minimum(la, lb)
     acc = tl.zeros((BLOCK,), tl.int32)
-    for i in range(0, n, BLOCK):
+    i = n * 0
+    while i < n:
         idx = i + tl.arange(0, BLOCK)
         m = idx < n
         x = tl.load(a_ptr + a0 + idx, mask=m, other=0)
         y = tl.load(b_ptr + b0 + idx, mask=m, other=0)
         acc += (x != y).to(tl.int32)
+        i += BLOCK
     # unequal lengths (only with check=False): the overhang counts as mismatches
     extra = tl.maximum(la, lb) - n
     tl.store(out_ptr + pid, tl.sum(acc, 0) + extra.to(tl.int32))
@@ -69,52 +63,23 @@ def hamming_pairs(a_codes, a_offsets, b_codes, b_offsets, block: int = 1024):
 
 
 # --------------------------------------------------------------------------------------
-# all-vs-all: [Na, L] x [Nb, L] -> [Na, Nb]
+# one-hot rows, built once per call with torch (small: patterns, or cdist operands)
 # --------------------------------------------------------------------------------------
-@triton.jit
-def hamming_cdist_kernel(
-    a_ptr, b_ptr, out_ptr, na, nb, L,
-    S: tl.constexpr, USE_DOT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
-):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    m_ok = rm < na
-    n_ok = rn < nb
-    a_rows = a_ptr + rm.to(tl.int64) * L
-    b_rows = b_ptr + rn.to(tl.int64) * L
-    acc = tl.zeros((BM, BN), tl.int32)
-    if USE_DOT:
-        for j0 in range(0, L, JB):
-            j = j0 + tl.arange(0, JB)
-            j_ok = j < L
-            a = tl.load(a_rows[:, None] + j[None, :], mask=m_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
-            b = tl.load(b_rows[:, None] + j[None, :], mask=n_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
-            acc = tl.dot(_onehot(a, S, BM, JB), tl.trans(_onehot(b, S, BN, JB)), acc, out_dtype=tl.int32)
-    else:
-        for j in range(0, L):
-            a = tl.load(a_rows + j, mask=m_ok, other=0)
-            b = tl.load(b_rows + j, mask=n_ok, other=0)
-            acc += (a[:, None] == b[None, :]).to(tl.int32)
-    out = out_ptr + rm.to(tl.int64)[:, None] * nb + rn[None, :]
-    tl.store(out, L - acc, mask=m_ok[:, None] & n_ok[None, :])
+def onehot_rows(codes: torch.Tensor, S: int, table=None) -> torch.Tensor:
+    """int8 [R, P * S] from int codes [R, P] (-1: padding -> zeros).
 
-
-def hamming_cdist(a, b, n_symbols: int, block_m: int = 128, block_n: int = 128):
-    """int32[Na, Nb] for code matrices a [Na, L] and b [Nb, L] (contiguous).
-
-    ``n_symbols``: every code that appears in both a and b is below it.
+    Without ``table`` a code c sets column c (codes >= S set nothing); with ``table``
+    (uint8 [C, C], [p, t] = pattern code p allows text code t) a code sets every text
+    code it allows.
     """
-    na, L = a.shape
-    nb = b.shape[0]
-    out = torch.empty((na, nb), dtype=torch.int32, device=a.device)
-    if na == 0 or nb == 0:
-        return out
-    S, use_dot, jb = _dot_shape(n_symbols)
-    grid = (triton.cdiv(na, block_m), triton.cdiv(nb, block_n))
-    hamming_cdist_kernel[grid](a, b, out, na, nb, L, S=S, USE_DOT=use_dot, BM=block_m, BN=block_n, JB=jb)
-    return out
+    R, P = codes.shape
+    if table is None:
+        oh = codes[:, :, None] == torch.arange(S, device=codes.device)
+    else:
+        rows = torch.zeros((table.shape[0] + 1, S), dtype=torch.bool, device=codes.device)
+        rows[:-1, : min(S, table.shape[1])] = table[:, :S].bool()
+        oh = rows[codes.to(torch.int64)]  # -1 picks the all-zero last row
+    return oh.reshape(R, P * S).to(torch.int8)
 
 
 def _dot_shape(n_symbols: int):
@@ -126,20 +91,98 @@ def _dot_shape(n_symbols: int):
 
 
 # --------------------------------------------------------------------------------------
+# all-vs-all: [Na, L] x [Nb, L] -> [Na, Nb]
+# --------------------------------------------------------------------------------------
+@triton.jit
+def hamming_cdist_kernel(
+    a_ptr, b_ptr, out_ptr, na, nb, L, a_stride, b_stride,
+    S: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+):
+    """MODE 0: compare codes; 1: one-hot tiles built from codes in registers;
+    2: a and b are one-hot rows already (int8 [N, stride]), a plain int8 GEMM."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    m_ok = rm < na
+    n_ok = rn < nb
+    a_rows = a_ptr + rm.to(tl.int64) * a_stride
+    b_rows = b_ptr + rn.to(tl.int64) * b_stride
+    acc = tl.zeros((BM, BN), tl.int32)
+    if MODE == 2:
+        kk = tl.arange(0, JB * S)
+        k0 = 0
+        while k0 < a_stride:
+            a = tl.load(a_rows[:, None] + k0 + kk[None, :], mask=m_ok[:, None], other=0)
+            b = tl.load(b_rows[:, None] + k0 + kk[None, :], mask=n_ok[:, None], other=0)
+            acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+            k0 += JB * S
+    elif MODE == 1:
+        j0 = 0
+        while j0 < L:
+            j = j0 + tl.arange(0, JB)
+            j_ok = j < L
+            a = tl.load(a_rows[:, None] + j[None, :], mask=m_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
+            b = tl.load(b_rows[:, None] + j[None, :], mask=n_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
+            acc = tl.dot(_onehot(a, S, BM, JB), tl.trans(_onehot(b, S, BN, JB)), acc, out_dtype=tl.int32)
+            j0 += JB
+    else:
+        j = 0
+        while j < L:
+            a = tl.load(a_rows + j, mask=m_ok, other=0)
+            b = tl.load(b_rows + j, mask=n_ok, other=0)
+            acc += (a[:, None] == b[None, :]).to(tl.int32)
+            j += 1
+    out = out_ptr + rm.to(tl.int64)[:, None] * nb + rn[None, :]
+    tl.store(out, L - acc, mask=m_ok[:, None] & n_ok[None, :])
+
+
+def hamming_cdist(a, b, n_symbols: int, onehot: str = "memory", block_m: int = 128, block_n: int = 128,
+                  num_warps: int = 8, num_stages: int = 3):
+    """int32[Na, Nb] for code matrices a [Na, L] and b [Nb, L] (contiguous).
+
+    ``n_symbols``: every code that appears in both a and b is below it. Small alphabets
+    count matches on tensor cores, from one-hot rows written once to memory
+    (``onehot="memory"``) or built per tile in registers (``"registers"``).
+    """
+    na, L = a.shape
+    nb = b.shape[0]
+    out = torch.empty((na, nb), dtype=torch.int32, device=a.device)
+    if na == 0 or nb == 0:
+        return out
+    S, use_dot, jb = _dot_shape(n_symbols)
+    mode = 0 if not use_dot else (2 if onehot == "memory" else 1)
+    a_stride = b_stride = L
+    if mode == 2:
+        width = triton.cdiv(L, jb) * jb  # positions, padded to whole K-tiles
+        a = onehot_rows(torch.nn.functional.pad(a.to(torch.int32), (0, width - L), value=-1), S)
+        b = onehot_rows(torch.nn.functional.pad(b.to(torch.int32), (0, width - L), value=-1), S)
+        a_stride = b_stride = width * S
+    grid = (triton.cdiv(na, block_m), triton.cdiv(nb, block_n))
+    hamming_cdist_kernel[grid](a, b, out, na, nb, L, a_stride, b_stride, S=S, MODE=mode,
+                               BM=block_m, BN=block_n, JB=jb, num_warps=num_warps, num_stages=num_stages)
+    return out
+
+
+# --------------------------------------------------------------------------------------
 # every window of every text against every pattern
 # --------------------------------------------------------------------------------------
 @triton.jit
 def hamming_windows_kernel(
     text_ptr, text_off_ptr, tile_text_ptr, tile_start_ptr,
-    pat_ptr, pat_start_ptr, pat_len_ptr, n_pat, max_len_ptr,
-    table_ptr, table_stride,
+    pat_ptr, pat_start_ptr, pat_len_ptr, n_pat, max_len,
+    pat_oh_ptr, pat_oh_stride,
     k, prof_ptr, prof_stride,
     hit_pos_ptr, hit_pat_ptr, hit_dist_ptr, counter_ptr, capacity,
-    S: tl.constexpr, USE_DOT: tl.constexpr, IUPAC: tl.constexpr, SEARCH: tl.constexpr,
-    ONE_K_TILE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+    S: tl.constexpr, USE_DOT: tl.constexpr, SEARCH: tl.constexpr, ONE_K_TILE: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
 ):
     """One program: BM consecutive start positions of one text, all patterns.
 
+    Dot path: the text windows' one-hot tile is built in registers (once, when every
+    pattern fits one K-tile) and multiplied with the patterns' one-hot rows
+    (``pat_oh``, int8 [n_pat, pat_oh_stride], built once per call). Compare path
+    (large alphabets): codes compared position by position.
     SEARCH: append (position, pattern, distance) of every window with distance <= k
     through an atomic counter (entries past ``capacity`` are counted, not written).
     Otherwise: write the distance of every window to prof[pattern, position], -1 where
@@ -147,69 +190,69 @@ def hamming_windows_kernel(
     """
     pid = tl.program_id(0)
     t = tl.load(tile_text_ptr + pid)
-    max_len = tl.load(max_len_ptr).to(tl.int32)
     if t >= 0:
         start = tl.load(tile_start_ptr + pid)
         end = tl.load(text_off_ptr + t + 1)
         pos = start + tl.arange(0, BM).to(tl.int64)
         in_text = pos < end
+        kk = tl.arange(0, JB * S)
         a_first = tl.zeros((BM, JB * S), tl.int8)
         if USE_DOT and ONE_K_TILE:  # the text tile's one-hot, built once for all patterns
             tpos0 = pos[:, None] + tl.arange(0, JB)[None, :]
             tc0 = tl.load(text_ptr + tpos0, mask=tpos0 < end, other=-1).to(tl.int32)
             a_first = _onehot(tc0, S, BM, JB)
-        for n0 in range(0, n_pat, BN):
+        n0 = 0
+        while n0 < n_pat:
             cols = n0 + tl.arange(0, BN)
             c_ok = cols < n_pat
-            plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0)
-            pstart = tl.load(pat_start_ptr + cols, mask=c_ok, other=0)
+            plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
             acc = tl.zeros((BM, BN), tl.int32)
             if USE_DOT:
-                for j0 in range(0, max_len, JB):
-                    j = j0 + tl.arange(0, JB)
-                    pm = c_ok[:, None] & (j[None, :] < plen[:, None])
-                    pc = tl.load(pat_ptr + pstart[:, None] + j[None, :], mask=pm, other=-1).to(tl.int32)
-                    pc = tl.where(pm, pc, -1)
-                    if IUPAC:
-                        b = _allowed(pc, table_ptr, table_stride, S, BN, JB)
-                    else:
-                        b = _onehot(pc, S, BN, JB)
+                b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
+                j0 = 0
+                while j0 < max_len:
+                    b = tl.load(b_rows[:, None] + (j0 * S) + kk[None, :], mask=c_ok[:, None], other=0)
                     if ONE_K_TILE:
                         a = a_first
                     else:
-                        tpos = pos[:, None] + j[None, :]
+                        tpos = pos[:, None] + (j0 + tl.arange(0, JB))[None, :]
                         tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
                         a = _onehot(tc, S, BM, JB)
                     acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+                    j0 += JB
             else:
-                for j in range(0, max_len):
+                pstart = tl.load(pat_start_ptr + cols, mask=c_ok, other=0)
+                j = 0
+                while j < max_len:
                     tc = tl.load(text_ptr + pos + j, mask=pos + j < end, other=-1).to(tl.int32)
                     pm = c_ok & (j < plen)
                     pc = tl.load(pat_ptr + pstart + j, mask=pm, other=-2).to(tl.int32)
-                    if IUPAC:
-                        ok = pm[None, :] & (tc >= 0)[:, None]
-                        hit = tl.load(table_ptr + pc[None, :] * table_stride + tc[:, None], mask=ok, other=0)
-                        acc += hit.to(tl.int32)
-                    else:
-                        acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
-            dist = plen[None, :] - acc
-            fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
+                    acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
+                    j += 1
             if SEARCH:
-                hit = fits & (dist <= k)
-                flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
-                n_hit = tl.sum(flat, 0)
-                if n_hit > 0:
-                    base = tl.atomic_add(counter_ptr, n_hit.to(tl.int64))
-                    slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
-                    keep = (flat > 0) & (slot < capacity)
-                    pos2 = tl.reshape(pos[:, None] + tl.zeros((BM, BN), tl.int64), (BM * BN,))
-                    col2 = tl.reshape(cols[None, :] + tl.zeros((BM, BN), tl.int32), (BM * BN,))
-                    tl.store(hit_pos_ptr + slot, pos2, mask=keep)
-                    tl.store(hit_pat_ptr + slot, col2, mask=keep)
-                    tl.store(hit_dist_ptr + slot, tl.reshape(dist, (BM * BN,)), mask=keep)
+                # cheap test first: any cell with matches >= length - k? (hits are rare)
+                need = tl.where(c_ok, plen - k, 1 << 30)
+                if tl.max(tl.max(acc - need[None, :], 1), 0) >= 0:
+                    dist = plen[None, :] - acc
+                    fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
+                    hit = fits & (dist <= k)
+                    flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
+                    n_hit = tl.sum(flat, 0)
+                    if n_hit > 0:
+                        base = tl.atomic_add(counter_ptr, n_hit.to(tl.int64))
+                        slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
+                        keep = (flat > 0) & (slot < capacity)
+                        pos2 = tl.reshape(pos[:, None] + tl.zeros((BM, BN), tl.int64), (BM * BN,))
+                        col2 = tl.reshape(cols[None, :] + tl.zeros((BM, BN), tl.int32), (BM * BN,))
+                        tl.store(hit_pos_ptr + slot, pos2, mask=keep)
+                        tl.store(hit_pat_ptr + slot, col2, mask=keep)
+                        tl.store(hit_dist_ptr + slot, tl.reshape(dist, (BM * BN,)), mask=keep)
             else:
+                dist = plen[None, :] - acc
+                fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
                 out = prof_ptr + cols.to(tl.int64)[None, :] * prof_stride + pos[:, None]
                 tl.store(out, tl.where(fits, dist, -1), mask=in_text[:, None] & c_ok[None, :])
+            n0 += BN
 
 
 def window_tiles(text_offsets: torch.Tensor, total: int, block_m: int):
@@ -231,26 +274,37 @@ def window_tiles(text_offsets: torch.Tensor, total: int, block_m: int):
     return tile_text, start, n_tiles
 
 
+def pattern_onehot(pat, pat_starts, pat_lens, max_len: int, S: int, jb: int, table=None):
+    """int8 [n_pat, cdiv(max_len, jb) * jb * S]: each pattern's one-hot (or IUPAC
+    multi-hot) row, zero past its length, in whole K-tiles."""
+    width = triton.cdiv(max(max_len, 1), jb) * jb
+    j = torch.arange(width, device=pat.device)
+    inside = j[None, :] < pat_lens[:, None]
+    idx = torch.where(inside, pat_starts[:, None] + j[None, :], 0)
+    codes = torch.where(inside, pat[idx].to(torch.int32), -1) if pat.numel() else torch.full_like(idx, -1, dtype=torch.int32)
+    return onehot_rows(codes, S, table)
+
+
 def hamming_windows(
     text, text_offsets, pat, pat_starts, pat_lens, max_len: int, n_symbols: int,
     table=None, k: int = 0, search: bool = True, capacity: int = 0,
-    block_m: int = 128, block_n: int = 64,
+    block_m: int = 128, block_n: int = 128, num_warps: int = 8,
 ):
     """Distances of every pattern at every window start of every text.
 
     search=True: (n_hits int64[1], pos int64[capacity], pattern int32[capacity],
     distance int32[capacity]); windows with distance <= k, in no particular order.
     search=False: int32[n_patterns, len(text)], -1 where a pattern does not fit.
-    ``max_len``: the longest pattern, or None to read it on the device (no host sync).
-    ``table`` (uint8[C, C'], [p, t] = pattern code p allows text code t) turns on IUPAC
-    matching; ``n_symbols`` bounds every text code a pattern can match.
+    ``max_len``: the longest pattern. ``table`` (uint8[C, C], [p, t] = pattern code p
+    allows text code t) turns on IUPAC matching; ``n_symbols`` bounds every text code a
+    pattern can match (IUPAC needs it <= MAX_DOT_SYMBOLS).
     """
     dev = text.device
     n_pat = pat_lens.numel()
     total = text.numel()
     S, use_dot, jb = _dot_shape(n_symbols)
-    iupac = table is not None
-    table_t = table if iupac else torch.zeros(1, dtype=torch.uint8, device=dev)
+    if table is not None and not use_dot:
+        raise ValueError(f"IUPAC matching needs an alphabet of <= {MAX_DOT_SYMBOLS} codes")
     counter = torch.zeros(1, dtype=torch.int64, device=dev)
     if search:
         cap = max(capacity, 1)
@@ -264,15 +318,15 @@ def hamming_windows(
         hit_pat = hit_dist = torch.empty(1, dtype=torch.int32, device=dev)
     if n_pat and total:
         tile_text, tile_start, n_tiles = window_tiles(text_offsets, total, block_m)
-        max_len_t = pat_lens.max().reshape(1)
+        pat_oh = pattern_onehot(pat, pat_starts, pat_lens, max_len, S, jb, table) if use_dot else pat
         hamming_windows_kernel[(n_tiles,)](
             text, text_offsets, tile_text, tile_start,
-            pat, pat_starts, pat_lens, n_pat, max_len_t,
-            table_t, table_t.stride(0) if iupac else 0,
+            pat, pat_starts, pat_lens, n_pat, max_len,
+            pat_oh, pat_oh.stride(0) if use_dot else 0,
             k, prof, total,
             hit_pos, hit_pat, hit_dist, counter, capacity,
-            S=S, USE_DOT=use_dot, IUPAC=iupac, SEARCH=search,
-            ONE_K_TILE=use_dot and max_len is not None and max_len <= jb, BM=block_m, BN=block_n, JB=jb,
+            S=S, USE_DOT=use_dot, SEARCH=search, ONE_K_TILE=use_dot and max_len <= jb,
+            BM=block_m, BN=block_n, JB=jb, num_warps=num_warps,
         )
     if search:
         return counter, hit_pos, hit_pat, hit_dist

@@ -5,8 +5,9 @@ Each op takes flat codes + int64 offsets (a SequenceBatch unpacked) and scalars:
 (every code that can match is below it: the one-hot width). With ``check=True`` the op
 validates values (offsets, code ranges, equal lengths) with one host read and raises
 ValueError; that read also recomputes ``code_bound`` from the data. ``check=False`` reads
-nothing for the fixed-shape ops (CUDA graphs, trusted loops); kmismatch_search still
-reads its hit count, since its output size depends on it.
+nothing for the fixed-shape ops (CUDA graphs, trusted loops) when the caller passes the
+hints (``code_bound``, ``max_len`` of the patterns; ta.encode records them);
+kmismatch_search still reads its hit count, since its output size depends on it.
 """
 
 from __future__ import annotations
@@ -131,13 +132,13 @@ def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, 
 
 @torch.library.custom_op("torchalign::hamming_profile", mutates_args=(), device_types=DEVICES)
 def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
-                    table: Optional[Tensor], n_symbols: int, code_bound: int, check: bool) -> Tensor:
+                    table: Optional[Tensor], n_symbols: int, code_bound: int, max_len: int, check: bool) -> Tensor:
     codes, starts, lens = _patterns(pat_codes, pat_offsets, None)
     if check:
         code_bound, max_len = _window_checks("hamming_profile", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, n_symbols)
-    else:
-        max_len = None  # the kernel reads it on the device
+    elif max_len < 0:  # no hint: one host read
+        max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
         return kernels().hamming_windows(text_codes, text_offsets, codes, starts, lens, max_len,
                                          code_bound, table, search=False)
@@ -145,7 +146,7 @@ def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor,
 
 
 @hamming_profile.register_fake
-def _(text_codes, text_offsets, pat_codes, pat_offsets, table, n_symbols, code_bound, check):
+def _(text_codes, text_offsets, pat_codes, pat_offsets, table, n_symbols, code_bound, max_len, check):
     return text_codes.new_empty((pat_offsets.shape[0] - 1, text_codes.shape[0]), dtype=torch.int32)
 
 
@@ -155,14 +156,15 @@ FIRST_CAPACITY = 1 << 16  # hit slots of the first launch; a second launch sizes
 @torch.library.custom_op("torchalign::kmismatch_search", mutates_args=(), device_types=DEVICES)
 def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
                      k: int, table: Optional[Tensor], complement: Optional[Tensor], max_hits: int,
-                     n_symbols: int, code_bound: int, check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+                     n_symbols: int, code_bound: int, max_len: int, check: bool
+                     ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     codes, starts, lens = _patterns(pat_codes, pat_offsets, complement)
     n_pat = pat_offsets.numel() - 1
     if check:
         code_bound, max_len = _window_checks("kmismatch_search", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, n_symbols)
-    else:
-        max_len = None
+    elif max_len < 0:  # no hint: one host read
+        max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
         K = kernels()
         cap = min(max_hits, FIRST_CAPACITY)
@@ -201,7 +203,7 @@ def _sorted_hits(pos: Tensor, pat: Tensor, dist: Tensor, n_pat: int, text_offset
 
 @kmismatch_search.register_fake
 def _(text_codes, text_offsets, pat_codes, pat_offsets, k, table, complement, max_hits, n_symbols, code_bound,
-      check):
+      max_len, check):
     n = torch.library.get_ctx().new_dynamic_size()
     i64 = text_offsets.new_empty(n)
     return i64, text_offsets.new_empty(n), text_offsets.new_empty(n), \
