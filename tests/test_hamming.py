@@ -170,3 +170,14 @@ def test_check_false_gives_the_same_integers(rng):
     assert torch.equal(ta.hamming_profile(t, p, check=False), ta.hamming_profile(t, p))
     a = ta.encode(["ACGTN" * 3] * 4, "dna")
     assert torch.equal(ta.hamming_cdist(a, a, check=False), ta.hamming_cdist(a, a))
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_reverse_strand_codes_beyond_the_forward_ones(check):
+    """AACG has no T, its reverse complement CGTT has: the one-hot width must cover both."""
+    hits = ta.kmismatch_search("GCGTTA", "AACG", 0, alphabet="dna", both_strands=True, check=check)
+    assert list(zip(hits.position.tolist(), hits.strand.tolist())) == [(1, 1)]
+    texts, patterns = ["ACGTTTGCANNA"], ["AAC", "CA", "NNA"]
+    hits = ta.kmismatch_search(texts, patterns, 1, alphabet="dna", both_strands=True, check=check)
+    got = list(zip(*(x.tolist() for x in (hits.pattern, hits.text, hits.position, hits.distance, hits.strand))))
+    assert got == ref.kmismatch(texts, patterns, 1, both_strands=True)

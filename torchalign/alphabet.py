@@ -81,8 +81,8 @@ class Alphabet:
             if self.name == "bytes":
                 raw = seq.encode("utf-8")  # bytes alphabet: compare UTF-8 bytes
             else:
-                bad = next((c for c in seq if ord(c) > 127), None)
-                if bad is not None:
+                if not seq.isascii():
+                    bad = next(c for c in seq if ord(c) > 127)
                     raise ValueError(f"{what}: symbol {bad!r} is not in the {self.name} alphabet")
                 raw = seq.encode("ascii")
         else:

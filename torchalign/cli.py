@@ -129,13 +129,12 @@ def _hit_lines(hits, records, pattern_names, texts, patterns, table) -> str:
     """Tab-separated lines in (record, position, strand, pattern) order."""
     matches = _render(hits, texts, patterns, table)
     order = np.lexsort((hits.pattern.numpy(), hits.strand.numpy(), hits.position.numpy(), hits.text.numpy()))
-    out = []
-    for i in order.tolist():
-        pat = f"{pattern_names[hits.pattern[i]]}\t" if pattern_names else ""
-        strand = "-" if hits.strand[i] else "+"
-        out.append(f"{records[hits.text[i]]}\t{pat}{int(hits.position[i])}\t{strand}\t"
-                   f"{int(hits.distance[i])}\t{matches[i]}\n")
-    return "".join(out)
+    columns = [[records[t] for t in hits.text[order].tolist()]]
+    if pattern_names:
+        columns.append([pattern_names[p] for p in hits.pattern[order].tolist()])
+    columns += [hits.position[order].tolist(), ["+-"[s] for s in hits.strand[order].tolist()],
+                hits.distance[order].tolist(), [matches[i] for i in order.tolist()]]
+    return "".join("\t".join(map(str, row)) + "\n" for row in zip(*columns))
 
 
 _UPPER = np.frombuffer(ta.DNA.symbols.encode(), dtype=np.uint8)
@@ -151,14 +150,15 @@ def _render(hits, texts, patterns, table) -> list[str]:
     for p in torch.unique(hits.pattern).tolist():
         idx = torch.nonzero(hits.pattern == p).flatten()
         pcodes = patterns[p].to(torch.int64)
-        window = texts.codes[starts[idx, None] + torch.arange(pcodes.numel())].to(torch.int64)
+        m = pcodes.numel()
+        window = texts.codes[starts[idx, None] + torch.arange(m)].to(torch.int64)
         reverse = hits.strand[idx, None].bool()
         window = torch.where(reverse, complement[window].flip(1), window)
         if table is None:
             mismatch = window != pcodes
         else:
             mismatch = table[pcodes.expand_as(window), window] == 0
-        chars = np.where(mismatch.numpy(), _LOWER[window.numpy()], _UPPER[window.numpy()])
-        for i, row in zip(idx.tolist(), chars):
-            out[i] = row.tobytes().decode("ascii")
+        chars = np.where(mismatch.numpy(), _LOWER[window.numpy()], _UPPER[window.numpy()]).tobytes().decode()
+        for j, i in enumerate(idx.tolist()):
+            out[i] = chars[j * m : (j + 1) * m]
     return out

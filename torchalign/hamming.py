@@ -86,13 +86,15 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     max_hits = check_int("max_hits", max_hits, 0)
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet,
                    "dna" if (iupac or both_strands) else "bytes")
-    complement = None
+    complement = None  # host copy: the bound below must not read the device
     if both_strands:
         nucleotide("both_strands", t.alphabet)
-        complement = t.alphabet.complement_codes().to(t.device)
+        complement = t.alphabet.complement_codes()
     table = _iupac_table(t, iupac)
+    bound = _pattern_bound(t, p, iupac, complement)
+    complement = None if complement is None else complement.to(t.device)
     out = torch.ops.torchalign.kmismatch_search(t.codes, t.offsets, p.codes, p.offsets, k, table, complement,
-                                                max_hits, _n_symbols(t), _pattern_bound(t, p, iupac), _max_length(p),
+                                                max_hits, _n_symbols(t), bound, _max_length(p),
                                                 check)
     return Hits(*out)
 
@@ -113,12 +115,18 @@ def _max_length(batch) -> int:
     return -1 if batch.max_length is None else batch.max_length
 
 
-def _pattern_bound(texts, patterns, iupac: bool) -> int:
-    """A bound on the text codes any pattern can match."""
+def _pattern_bound(texts, patterns, iupac: bool, complement=None) -> int:
+    """A bound on the text codes any searched pattern (and, with ``complement``, its
+    reverse complement) can match."""
     bound = _code_bound(patterns)
-    if iupac:  # the largest text code a pattern code below the bound allows, + 1
-        allowed = texts.alphabet.iupac_match_table()[:bound].any(0)
-        bound = int(torch.nonzero(allowed).max()) + 1 if allowed.any() else 1
+    if iupac or complement is not None:
+        codes = torch.arange(bound)
+        if complement is not None:
+            codes = torch.cat([codes, complement[codes].long()])
+        if iupac:
+            allowed = texts.alphabet.iupac_match_table()[codes].any(0)
+            return int(torch.nonzero(allowed).max()) + 1 if allowed.any() else 1
+        return int(codes.max()) + 1 if codes.numel() else 1
     return bound
 
 

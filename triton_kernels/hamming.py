@@ -197,28 +197,36 @@ def hamming_windows_kernel(
         in_text = pos < end
         kk = tl.arange(0, JB * S)
         a_first = tl.zeros((BM, JB * S), tl.int8)
-        if USE_DOT and ONE_K_TILE:  # the text tile's one-hot, built once for all patterns
+        b_next = tl.zeros((BN, JB * S), tl.int8)
+        if USE_DOT and ONE_K_TILE:
+            # the text tile's one-hot, built once for all patterns; the first pattern tile
             tpos0 = pos[:, None] + tl.arange(0, JB)[None, :]
             tc0 = tl.load(text_ptr + tpos0, mask=tpos0 < end, other=-1).to(tl.int32)
             a_first = _onehot(tc0, S, BM, JB)
+            c0 = tl.arange(0, BN)
+            b_next = tl.load(pat_oh_ptr + c0.to(tl.int64)[:, None] * pat_oh_stride + kk[None, :],
+                             mask=(c0 < n_pat)[:, None], other=0)
         n0 = 0
         while n0 < n_pat:
             cols = n0 + tl.arange(0, BN)
             c_ok = cols < n_pat
             plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
             acc = tl.zeros((BM, BN), tl.int32)
-            if USE_DOT:
+            if USE_DOT and ONE_K_TILE:
+                # issue the next pattern tile's load now: it lands while this tile computes
+                b = b_next
+                nxt = cols + BN
+                b_next = tl.load(pat_oh_ptr + nxt.to(tl.int64)[:, None] * pat_oh_stride + kk[None, :],
+                                 mask=(nxt < n_pat)[:, None], other=0)
+                acc = tl.dot(a_first, tl.trans(b), acc, out_dtype=tl.int32)
+            elif USE_DOT:
                 b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
                 j0 = 0
                 while j0 < max_len:
                     b = tl.load(b_rows[:, None] + (j0 * S) + kk[None, :], mask=c_ok[:, None], other=0)
-                    if ONE_K_TILE:
-                        a = a_first
-                    else:
-                        tpos = pos[:, None] + (j0 + tl.arange(0, JB))[None, :]
-                        tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
-                        a = _onehot(tc, S, BM, JB)
-                    acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+                    tpos = pos[:, None] + (j0 + tl.arange(0, JB))[None, :]
+                    tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
+                    acc = tl.dot(_onehot(tc, S, BM, JB), tl.trans(b), acc, out_dtype=tl.int32)
                     j0 += JB
             else:
                 pstart = tl.load(pat_start_ptr + cols, mask=c_ok, other=0)

@@ -107,16 +107,29 @@ def _patterns(pat_codes: Tensor, pat_offsets: Tensor, complement: Optional[Tenso
     return torch.cat([pat_codes, rc]), torch.cat([starts, starts + n]), torch.cat([lens, lens])
 
 
-def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, table, n_symbols):
-    """Validate both batches; return the one-hot bound (every text code a pattern can match
-    is below it) and the longest pattern."""
-    lens = pat_offsets[1:] - pat_offsets[:-1]
-    if table is None:
-        bound = checks.code_range(pat_codes)[1] + 1
-    else:  # the largest text code any pattern code allows
+def _reach(table: Optional[Tensor], complement: Optional[Tensor]) -> Tensor:
+    """int64[C]: the largest text code each pattern code can match, on either strand
+    searched (IUPAC sets through ``table``; the reverse strand through ``complement``)."""
+    if table is not None:
         cols = torch.arange(table.shape[1], device=table.device)
         top = torch.where(table.bool(), cols, -1).amax(1)
-        bound = (top[pat_codes.to(torch.int64)].max() if pat_codes.numel() else top.new_tensor(-1)) + 1
+    else:
+        top = torch.arange(complement.numel(), device=complement.device)
+    if complement is not None:
+        top = torch.maximum(top, top[complement.to(torch.int64)])
+    return top
+
+
+def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, table, complement, n_symbols):
+    """Validate both batches; return the one-hot bound (every text code a searched pattern
+    can match is below it) and the longest pattern."""
+    lens = pat_offsets[1:] - pat_offsets[:-1]
+    if table is None and complement is None:
+        bound = checks.code_range(pat_codes)[1] + 1
+    else:  # out-of-range codes are clamped here and reported below
+        top = _reach(table, complement)
+        idx = pat_codes.to(torch.int64).clamp(0, top.numel() - 1)
+        bound = (top[idx].max() if pat_codes.numel() else top.new_tensor(-1)) + 1
     vals = checks.read(
         checks.offsets_facts(text_codes, text_offsets) + checks.offsets_facts(pat_codes, pat_offsets)
         + checks.code_range(text_codes) + checks.code_range(pat_codes)
@@ -133,11 +146,11 @@ def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, 
 @torch.library.custom_op("torchalign::hamming_profile", mutates_args=(), device_types=DEVICES)
 def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
                     table: Optional[Tensor], n_symbols: int, code_bound: int, max_len: int, check: bool) -> Tensor:
-    codes, starts, lens = _patterns(pat_codes, pat_offsets, None)
     if check:
         code_bound, max_len = _window_checks("hamming_profile", text_codes, text_offsets, pat_codes,
-                                            pat_offsets, table, n_symbols)
-    elif max_len < 0:  # no hint: one host read
+                                            pat_offsets, table, None, n_symbols)
+    codes, starts, lens = _patterns(pat_codes, pat_offsets, None)
+    if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
         return kernels().hamming_windows(text_codes, text_offsets, codes, starts, lens, max_len,
@@ -158,12 +171,12 @@ def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor
                      k: int, table: Optional[Tensor], complement: Optional[Tensor], max_hits: int,
                      n_symbols: int, code_bound: int, max_len: int, check: bool
                      ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    codes, starts, lens = _patterns(pat_codes, pat_offsets, complement)
-    n_pat = pat_offsets.numel() - 1
     if check:
         code_bound, max_len = _window_checks("kmismatch_search", text_codes, text_offsets, pat_codes,
-                                            pat_offsets, table, n_symbols)
-    elif max_len < 0:  # no hint: one host read
+                                            pat_offsets, table, complement, n_symbols)
+    codes, starts, lens = _patterns(pat_codes, pat_offsets, complement)
+    n_pat = pat_offsets.numel() - 1
+    if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
         K = kernels()
