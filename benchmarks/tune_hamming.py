@@ -22,16 +22,16 @@ def tune_cdist():
     a = torch.randint(0, 4, (8192, 256), device="cuda", dtype=torch.uint8, generator=g)
     b = torch.randint(0, 4, (8192, 256), device="cuda", dtype=torch.uint8, generator=g)
     want = None
-    for onehot in ("memory", "registers"):
-        for bm, bn, warps, stages in ((128, 128, 8, 3), (128, 128, 4, 3), (128, 256, 8, 3), (256, 128, 8, 3),
-                                      (128, 128, 8, 4), (64, 128, 4, 3)):
+    for onehot, loop in (("memory", False), ("memory", True)):
+        for bm, bn, warps, stages in ((128, 128, 4, 3), (128, 128, 8, 3), (128, 256, 8, 3), (256, 128, 8, 3),
+                                      (128, 128, 8, 4), (128, 256, 8, 4)):
             fn = lambda: K.hamming_cdist(a, b, 4, onehot=onehot, block_m=bm, block_n=bn,  # noqa: E731
-                                         num_warps=warps, num_stages=stages)
+                                         num_warps=warps, num_stages=stages, for_loop=loop)
             try:
                 out = fn()
                 want = out if want is None else want
                 ok = torch.equal(out, want)
-                print(f"cdist {onehot:9s} BM={bm:3d} BN={bn:3d} warps={warps} stages={stages}: "
+                print(f"cdist {onehot:9s} for={loop} BM={bm:3d} BN={bn:3d} warps={warps} stages={stages}: "
                       f"{bench(fn):.3f} ms {'ok' if ok else 'WRONG'}", flush=True)
             except Exception as e:  # a shape that does not fit the chip
                 print(f"cdist {onehot} BM={bm} BN={bn} warps={warps}: failed {type(e).__name__}: {str(e)[:80]}")
@@ -47,14 +47,17 @@ def tune_windows(genome_bp: int):
     pst = torch.arange(n_pat, device="cuda") * m
     plen = torch.full((n_pat,), m, device="cuda")
     want = None
-    for bm, bn, warps in ((128, 128, 8), (128, 64, 4), (128, 64, 8), (256, 128, 8), (64, 128, 4), (128, 256, 8)):
+    for bm, bn, warps, stages, loop in ((128, 64, 4, 3, False), (128, 64, 4, 3, True), (128, 64, 4, 2, True),
+                                        (128, 128, 8, 3, True), (256, 128, 8, 3, True), (64, 128, 4, 3, True),
+                                        (128, 64, 8, 3, True), (256, 64, 8, 3, True)):
         fn = lambda: K.hamming_windows(text, offs, pat, pst, plen, m, 4, None, 3, search=True,  # noqa: E731
-                                       capacity=1 << 16, block_m=bm, block_n=bn, num_warps=warps)
+                                       capacity=1 << 16, block_m=bm, block_n=bn, num_warps=warps,
+                                       num_stages=stages, for_loop=loop)
         try:
             cnt = int(fn()[0])
             want = cnt if want is None else want
             ms = bench(fn)
-            print(f"windows BM={bm:3d} BN={bn:3d} warps={warps}: {ms:.2f} ms, "
+            print(f"windows BM={bm:3d} BN={bn:3d} warps={warps} stages={stages} for={loop}: {ms:.2f} ms, "
                   f"{n_pat * genome_bp / ms / 1e9:.2f} e12 comparisons/s, hits {cnt} {'ok' if cnt == want else 'WRONG'}",
                   flush=True)
         except Exception as e:

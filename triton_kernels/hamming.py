@@ -7,14 +7,19 @@ IUPAC patterns use multi-hot rows (every text code a pattern code allows). Large
 alphabets (bytes, token ids) take a plain compare loop. Every kernel counts matches;
 distance = length - matches.
 
-Loops over run-time bounds are while loops: Triton 3.6's interpreter (with NumPy >= 2.4)
-cannot range() over a run-time value. Pure: imports only torch and triton.
+Loops over run-time bounds are while loops, or for loops behind a constexpr switch where
+the compiler's pipelining pays: Triton 3.6's interpreter (with NumPy >= 2.4) cannot range()
+over a run-time value. Pure: imports only torch and triton.
 """
+
+import os
 
 import torch
 import triton
 import triton.language as tl
 
+# Under TRITON_INTERPRET=1 loops over run-time bounds must be while loops (see above).
+INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 # The largest alphabet that takes the one-hot tensor-core path.
 MAX_DOT_SYMBOLS = 32
 # One-hot K-tile width: JB positions x S symbols = DOT_K.
@@ -97,6 +102,7 @@ def _dot_shape(n_symbols: int):
 def hamming_cdist_kernel(
     a_ptr, b_ptr, out_ptr, na, nb, L, a_stride, b_stride,
     S: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+    FOR_LOOP: tl.constexpr,
 ):
     """MODE 0: compare codes; 1: one-hot tiles built from codes in registers;
     2: a and b are one-hot rows already (int8 [N, stride]), a plain int8 GEMM."""
@@ -111,12 +117,18 @@ def hamming_cdist_kernel(
     acc = tl.zeros((BM, BN), tl.int32)
     if MODE == 2:
         kk = tl.arange(0, JB * S)
-        k0 = 0
-        while k0 < a_stride:
-            a = tl.load(a_rows[:, None] + k0 + kk[None, :], mask=m_ok[:, None], other=0)
-            b = tl.load(b_rows[:, None] + k0 + kk[None, :], mask=n_ok[:, None], other=0)
-            acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
-            k0 += JB * S
+        if FOR_LOOP:  # pipelined by the compiler
+            for k0 in range(0, a_stride, JB * S):
+                a = tl.load(a_rows[:, None] + k0 + kk[None, :], mask=m_ok[:, None], other=0)
+                b = tl.load(b_rows[:, None] + k0 + kk[None, :], mask=n_ok[:, None], other=0)
+                acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+        else:
+            k0 = 0
+            while k0 < a_stride:
+                a = tl.load(a_rows[:, None] + k0 + kk[None, :], mask=m_ok[:, None], other=0)
+                b = tl.load(b_rows[:, None] + k0 + kk[None, :], mask=n_ok[:, None], other=0)
+                acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
+                k0 += JB * S
     elif MODE == 1:
         j0 = 0
         while j0 < L:
@@ -138,7 +150,7 @@ def hamming_cdist_kernel(
 
 
 def hamming_cdist(a, b, n_symbols: int, onehot: str = "memory", block_m: int = 128, block_n: int = 128,
-                  num_warps: int = 8, num_stages: int = 3):
+                  num_warps: int = 4, num_stages: int = 3, for_loop=None):
     """int32[Na, Nb] for code matrices a [Na, L] and b [Nb, L] (contiguous).
 
     ``n_symbols``: every code that appears in both a and b is below it. Small alphabets
@@ -160,13 +172,75 @@ def hamming_cdist(a, b, n_symbols: int, onehot: str = "memory", block_m: int = 1
         a_stride = b_stride = width * S
     grid = (triton.cdiv(na, block_m), triton.cdiv(nb, block_n))
     hamming_cdist_kernel[grid](a, b, out, na, nb, L, a_stride, b_stride, S=S, MODE=mode,
-                               BM=block_m, BN=block_n, JB=jb, num_warps=num_warps, num_stages=num_stages)
+                               BM=block_m, BN=block_n, JB=jb, FOR_LOOP=not INTERPRETER if for_loop is None else for_loop,
+                               num_warps=num_warps, num_stages=num_stages)
     return out
 
 
 # --------------------------------------------------------------------------------------
 # every window of every text against every pattern
 # --------------------------------------------------------------------------------------
+@triton.jit
+def _pattern_tile(
+    n0, a_first, pos, end, text_ptr,
+    pat_ptr, pat_start_ptr, pat_len_ptr, n_pat, max_len, pat_oh_ptr, pat_oh_stride,
+    k, prof_ptr, prof_stride, hit_pos_ptr, hit_pat_ptr, hit_dist_ptr, counter_ptr, capacity,
+    S: tl.constexpr, USE_DOT: tl.constexpr, SEARCH: tl.constexpr, ONE_K_TILE: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+):
+    """The windows at ``pos`` against patterns n0 .. n0 + BN."""
+    cols = n0 + tl.arange(0, BN)
+    c_ok = cols < n_pat
+    plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
+    kk = tl.arange(0, JB * S)
+    acc = tl.zeros((BM, BN), tl.int32)
+    if USE_DOT:
+        b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
+        if ONE_K_TILE:
+            b = tl.load(b_rows[:, None] + kk[None, :], mask=c_ok[:, None], other=0)
+            acc = tl.dot(a_first, tl.trans(b), acc, out_dtype=tl.int32)
+        else:
+            j0 = 0
+            while j0 < max_len:
+                b = tl.load(b_rows[:, None] + (j0 * S) + kk[None, :], mask=c_ok[:, None], other=0)
+                tpos = pos[:, None] + (j0 + tl.arange(0, JB))[None, :]
+                tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
+                acc = tl.dot(_onehot(tc, S, BM, JB), tl.trans(b), acc, out_dtype=tl.int32)
+                j0 += JB
+    else:
+        pstart = tl.load(pat_start_ptr + cols, mask=c_ok, other=0)
+        j = 0
+        while j < max_len:
+            tc = tl.load(text_ptr + pos + j, mask=pos + j < end, other=-1).to(tl.int32)
+            pm = c_ok & (j < plen)
+            pc = tl.load(pat_ptr + pstart + j, mask=pm, other=-2).to(tl.int32)
+            acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
+            j += 1
+    if SEARCH:
+        # cheap test first: any cell with matches >= length - k? (hits are rare)
+        need = tl.where(c_ok, plen - k, 1 << 30)
+        if tl.max(tl.max(acc - need[None, :], 1), 0) >= 0:
+            dist = plen[None, :] - acc
+            fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
+            hit = fits & (dist <= k)
+            flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
+            n_hit = tl.sum(flat, 0)
+            if n_hit > 0:
+                base = tl.atomic_add(counter_ptr, n_hit.to(tl.int64))
+                slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
+                keep = (flat > 0) & (slot < capacity)
+                pos2 = tl.reshape(pos[:, None] + tl.zeros((BM, BN), tl.int64), (BM * BN,))
+                col2 = tl.reshape(cols[None, :] + tl.zeros((BM, BN), tl.int32), (BM * BN,))
+                tl.store(hit_pos_ptr + slot, pos2, mask=keep)
+                tl.store(hit_pat_ptr + slot, col2, mask=keep)
+                tl.store(hit_dist_ptr + slot, tl.reshape(dist, (BM * BN,)), mask=keep)
+    else:
+        dist = plen[None, :] - acc
+        fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
+        out = prof_ptr + cols.to(tl.int64)[None, :] * prof_stride + pos[:, None]
+        tl.store(out, tl.where(fits, dist, -1), mask=(pos < end)[:, None] & c_ok[None, :])
+
+
 @triton.jit
 def hamming_windows_kernel(
     text_ptr, text_off_ptr, tile_text_ptr, tile_start_ptr,
@@ -175,7 +249,7 @@ def hamming_windows_kernel(
     k, prof_ptr, prof_stride,
     hit_pos_ptr, hit_pat_ptr, hit_dist_ptr, counter_ptr, capacity,
     S: tl.constexpr, USE_DOT: tl.constexpr, SEARCH: tl.constexpr, ONE_K_TILE: tl.constexpr,
-    BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr, FOR_LOOP: tl.constexpr,
 ):
     """One program: BM consecutive start positions of one text, all patterns.
 
@@ -187,6 +261,8 @@ def hamming_windows_kernel(
     through an atomic counter (entries past ``capacity`` are counted, not written).
     Otherwise: write the distance of every window to prof[pattern, position], -1 where
     the pattern does not fit.
+    FOR_LOOP: loop over pattern tiles with range() (the compiler pipelines its loads);
+    the interpreter takes the while loop.
     """
     pid = tl.program_id(0)
     t = tl.load(tile_text_ptr + pid)
@@ -194,73 +270,25 @@ def hamming_windows_kernel(
         start = tl.load(tile_start_ptr + pid)
         end = tl.load(text_off_ptr + t + 1)
         pos = start + tl.arange(0, BM).to(tl.int64)
-        in_text = pos < end
-        kk = tl.arange(0, JB * S)
         a_first = tl.zeros((BM, JB * S), tl.int8)
-        b_next = tl.zeros((BN, JB * S), tl.int8)
-        if USE_DOT and ONE_K_TILE:
-            # the text tile's one-hot, built once for all patterns; the first pattern tile
+        if USE_DOT and ONE_K_TILE:  # the text tile's one-hot, built once for all patterns
             tpos0 = pos[:, None] + tl.arange(0, JB)[None, :]
             tc0 = tl.load(text_ptr + tpos0, mask=tpos0 < end, other=-1).to(tl.int32)
             a_first = _onehot(tc0, S, BM, JB)
-            c0 = tl.arange(0, BN)
-            b_next = tl.load(pat_oh_ptr + c0.to(tl.int64)[:, None] * pat_oh_stride + kk[None, :],
-                             mask=(c0 < n_pat)[:, None], other=0)
-        n0 = 0
-        while n0 < n_pat:
-            cols = n0 + tl.arange(0, BN)
-            c_ok = cols < n_pat
-            plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
-            acc = tl.zeros((BM, BN), tl.int32)
-            if USE_DOT and ONE_K_TILE:
-                # issue the next pattern tile's load now: it lands while this tile computes
-                b = b_next
-                nxt = cols + BN
-                b_next = tl.load(pat_oh_ptr + nxt.to(tl.int64)[:, None] * pat_oh_stride + kk[None, :],
-                                 mask=(nxt < n_pat)[:, None], other=0)
-                acc = tl.dot(a_first, tl.trans(b), acc, out_dtype=tl.int32)
-            elif USE_DOT:
-                b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
-                j0 = 0
-                while j0 < max_len:
-                    b = tl.load(b_rows[:, None] + (j0 * S) + kk[None, :], mask=c_ok[:, None], other=0)
-                    tpos = pos[:, None] + (j0 + tl.arange(0, JB))[None, :]
-                    tc = tl.load(text_ptr + tpos, mask=tpos < end, other=-1).to(tl.int32)
-                    acc = tl.dot(_onehot(tc, S, BM, JB), tl.trans(b), acc, out_dtype=tl.int32)
-                    j0 += JB
-            else:
-                pstart = tl.load(pat_start_ptr + cols, mask=c_ok, other=0)
-                j = 0
-                while j < max_len:
-                    tc = tl.load(text_ptr + pos + j, mask=pos + j < end, other=-1).to(tl.int32)
-                    pm = c_ok & (j < plen)
-                    pc = tl.load(pat_ptr + pstart + j, mask=pm, other=-2).to(tl.int32)
-                    acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
-                    j += 1
-            if SEARCH:
-                # cheap test first: any cell with matches >= length - k? (hits are rare)
-                need = tl.where(c_ok, plen - k, 1 << 30)
-                if tl.max(tl.max(acc - need[None, :], 1), 0) >= 0:
-                    dist = plen[None, :] - acc
-                    fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
-                    hit = fits & (dist <= k)
-                    flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
-                    n_hit = tl.sum(flat, 0)
-                    if n_hit > 0:
-                        base = tl.atomic_add(counter_ptr, n_hit.to(tl.int64))
-                        slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
-                        keep = (flat > 0) & (slot < capacity)
-                        pos2 = tl.reshape(pos[:, None] + tl.zeros((BM, BN), tl.int64), (BM * BN,))
-                        col2 = tl.reshape(cols[None, :] + tl.zeros((BM, BN), tl.int32), (BM * BN,))
-                        tl.store(hit_pos_ptr + slot, pos2, mask=keep)
-                        tl.store(hit_pat_ptr + slot, col2, mask=keep)
-                        tl.store(hit_dist_ptr + slot, tl.reshape(dist, (BM * BN,)), mask=keep)
-            else:
-                dist = plen[None, :] - acc
-                fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
-                out = prof_ptr + cols.to(tl.int64)[None, :] * prof_stride + pos[:, None]
-                tl.store(out, tl.where(fits, dist, -1), mask=in_text[:, None] & c_ok[None, :])
-            n0 += BN
+        if FOR_LOOP:
+            for n0 in range(0, n_pat, BN):
+                _pattern_tile(n0, a_first, pos, end, text_ptr, pat_ptr, pat_start_ptr, pat_len_ptr, n_pat,
+                              max_len, pat_oh_ptr, pat_oh_stride, k, prof_ptr, prof_stride, hit_pos_ptr,
+                              hit_pat_ptr, hit_dist_ptr, counter_ptr, capacity, S, USE_DOT, SEARCH, ONE_K_TILE,
+                              BM, BN, JB)
+        else:
+            n0 = 0
+            while n0 < n_pat:
+                _pattern_tile(n0, a_first, pos, end, text_ptr, pat_ptr, pat_start_ptr, pat_len_ptr, n_pat,
+                              max_len, pat_oh_ptr, pat_oh_stride, k, prof_ptr, prof_stride, hit_pos_ptr,
+                              hit_pat_ptr, hit_dist_ptr, counter_ptr, capacity, S, USE_DOT, SEARCH, ONE_K_TILE,
+                              BM, BN, JB)
+                n0 += BN
 
 
 def window_tiles(text_offsets: torch.Tensor, total: int, block_m: int):
@@ -296,7 +324,7 @@ def pattern_onehot(pat, pat_starts, pat_lens, max_len: int, S: int, jb: int, tab
 def hamming_windows(
     text, text_offsets, pat, pat_starts, pat_lens, max_len: int, n_symbols: int,
     table=None, k: int = 0, search: bool = True, capacity: int = 0,
-    block_m: int = 128, block_n: int = 128, num_warps: int = 8,
+    block_m: int = 128, block_n: int = 64, num_warps: int = 4, num_stages: int = 3, for_loop=None,
 ):
     """Distances of every pattern at every window start of every text.
 
@@ -334,7 +362,8 @@ def hamming_windows(
             k, prof, total,
             hit_pos, hit_pat, hit_dist, counter, capacity,
             S=S, USE_DOT=use_dot, SEARCH=search, ONE_K_TILE=use_dot and max_len <= jb,
-            BM=block_m, BN=block_n, JB=jb, num_warps=num_warps,
+            BM=block_m, BN=block_n, JB=jb, FOR_LOOP=not INTERPRETER if for_loop is None else for_loop,
+            num_warps=num_warps, num_stages=num_stages,
         )
     if search:
         return counter, hit_pos, hit_pat, hit_dist
