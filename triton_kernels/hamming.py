@@ -193,7 +193,9 @@ def _pattern_tile(
     c_ok = cols < n_pat
     plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
     kk = tl.arange(0, JB * S)
-    acc = tl.zeros((BM, BN), tl.int32)
+    # search: start the count at -(length - k), so a hit is simply acc >= 0
+    need = tl.where(c_ok, plen - k, 1 << 30) if SEARCH else tl.zeros((BN,), tl.int32)
+    acc = tl.zeros((BM, BN), tl.int32) - need[None, :]
     if USE_DOT:
         b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
         if ONE_K_TILE:
@@ -217,10 +219,8 @@ def _pattern_tile(
             acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
             j += 1
     if SEARCH:
-        # cheap test first: any cell with matches >= length - k? (hits are rare)
-        need = tl.where(c_ok, plen - k, 1 << 30)
-        if tl.max(tl.max(acc - need[None, :], 1), 0) >= 0:
-            dist = plen[None, :] - acc
+        if tl.max(tl.max(acc, 1), 0) >= 0:  # a cheap test first: hits are rare
+            dist = plen[None, :] - (acc + need[None, :])
             fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
             hit = fits & (dist <= k)
             flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
