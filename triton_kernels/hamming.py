@@ -193,9 +193,7 @@ def _pattern_tile(
     c_ok = cols < n_pat
     plen = tl.load(pat_len_ptr + cols, mask=c_ok, other=0).to(tl.int32)
     kk = tl.arange(0, JB * S)
-    # search: start the count at -(length - k), so a hit is simply acc >= 0
-    need = tl.where(c_ok, plen - k, 1 << 30) if SEARCH else tl.zeros((BN,), tl.int32)
-    acc = tl.zeros((BM, BN), tl.int32) - need[None, :]
+    acc = tl.zeros((BM, BN), tl.int32)  # zeros, not a bias: the first MMA then skips the add
     if USE_DOT:
         b_rows = pat_oh_ptr + cols.to(tl.int64) * pat_oh_stride
         if ONE_K_TILE:
@@ -219,8 +217,10 @@ def _pattern_tile(
             acc += ((tc[:, None] == pc[None, :]) & pm[None, :]).to(tl.int32)
             j += 1
     if SEARCH:
-        if tl.max(tl.max(acc, 1), 0) >= 0:  # a cheap test first: hits are rare
-            dist = plen[None, :] - (acc + need[None, :])
+        # a cheap test first (hits are rare): any cell with matches >= length - k?
+        need = tl.where(c_ok, plen - k, 1 << 30)
+        if tl.max(tl.max(acc - need[None, :], 1), 0) >= 0:
+            dist = plen[None, :] - acc
             fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
             hit = fits & (dist <= k)
             flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
@@ -324,7 +324,7 @@ def pattern_onehot(pat, pat_starts, pat_lens, max_len: int, S: int, jb: int, tab
 def hamming_windows(
     text, text_offsets, pat, pat_starts, pat_lens, max_len: int, n_symbols: int,
     table=None, k: int = 0, search: bool = True, capacity: int = 0,
-    block_m: int = 128, block_n: int = 64, num_warps: int = 4, num_stages: int = 3, for_loop=None,
+    block_m: int = 128, block_n: int = 64, num_warps: int = 2, num_stages: int = 3, for_loop=None,
 ):
     """Distances of every pattern at every window start of every text.
 
