@@ -324,7 +324,7 @@ def pattern_onehot(pat, pat_starts, pat_lens, max_len: int, S: int, jb: int, tab
 def hamming_windows(
     text, text_offsets, pat, pat_starts, pat_lens, max_len: int, n_symbols: int,
     table=None, k: int = 0, search: bool = True, capacity: int = 0,
-    block_m: int = 128, block_n: int = 64, num_warps: int = 2, num_stages: int = 3, for_loop=None,
+    block_m=None, block_n: int = 64, num_warps=None, num_stages: int = 3, for_loop=None,
 ):
     """Distances of every pattern at every window start of every text.
 
@@ -338,6 +338,9 @@ def hamming_windows(
     dev = text.device
     n_pat = pat_lens.numel()
     total = text.numel()
+    if block_m is None:  # long texts: taller tiles (measured: benchmarks/NOTES.md); reads: 128
+        long_texts = total >= 1024 * (text_offsets.numel() - 1)
+        block_m, num_warps = (256, 4) if long_texts else (128, 2)
     S, use_dot, jb = _dot_shape(n_symbols)
     if table is not None and not use_dot:
         raise ValueError(f"IUPAC matching needs an alphabet of <= {MAX_DOT_SYMBOLS} codes")
