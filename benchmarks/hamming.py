@@ -130,8 +130,7 @@ def workload_cdist(device, sz, rows: list[Row], info: dict) -> None:
     FLOOR.append(
         f"{wl}: in 2 x {n * L / 2**20:.1f} MiB uint8, out {n * n * 4 / 2**20:.0f} MiB int32; {work:.3g} element "
         f"compares; one-hot int8 MACs: useful (S=4) {work * 4:.3g}, as the kernel pads them "
-        f"check=True (codes 0..3 -> S=4) {float(n) * n * kernel_k(4, L):.3g}, "
-        f"check=False (DNA alphabet, 15 codes -> S=16) {float(n) * n * kernel_k(ta.DNA.size, L):.3g}")
+        f"(codes 0..3 -> S=4) {float(n) * n * kernel_k(4, L):.3g}")
     info["cdist"] = dict(n=n, L=L, element_compares=work, input_bytes=2 * n * L, output_bytes=n * n * 4)
 
     t0 = time.perf_counter()
@@ -276,7 +275,7 @@ def workload_search(device, sz, rows: list[Row], info: dict) -> None:
     FLOOR.append(
         f"{wl}: genome {G / 2**20:.1f} MiB uint8, patterns {P} x {m} x 2 strands; {work:.3g} comparisons = "
         f"{work * m:.3g} element compares; one-hot int8 MACs: useful (S=4) {work * m * 4:.3g}, as the kernel "
-        f"pads them check=True {work * kernel_k(4, m):.3g}, check=False {work * kernel_k(ta.DNA.size, m):.3g}; "
+        f"pads them (S=4, 32 positions) {work * kernel_k(4, m):.3g}; "
         f"peer subset {SUB / 2**20:.2f} MiB, {work_sub:.3g} comparisons")
     info["search"] = dict(genome=G, n_patterns=P, pattern_length=m, k=K, both_strands=True, subset=SUB,
                           comparisons=work, comparisons_subset=work_sub)
