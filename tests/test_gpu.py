@@ -87,3 +87,10 @@ def test_check_false_is_sync_free_and_equal(rng):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, want)
+
+
+def test_inputs_on_different_devices_are_refused():
+    with pytest.raises(ValueError, match="b: on cpu but a is on cuda"):
+        ta.hamming(ta.encode(["ACGT"], "dna", "cuda"), ta.encode(["ACGT"], "dna"))
+    with pytest.raises(ValueError, match="patterns: on cpu but texts is on cuda"):
+        ta.kmismatch_search(ta.encode(["ACGT"], "dna", "cuda"), ta.encode(["AC"], "dna"), 1)
