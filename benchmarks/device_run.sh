@@ -13,6 +13,6 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 if [ -z "${SKIP_TESTS:-}" ]; then
   python3 -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25
   TRITON_INTERPRET=1 python3 -m pytest -q -m interpret -p no:cacheprovider 2>&1 | tail -n 3
-  torchalign grep GATCACAGGTCTATCACCCT -k 3 --both-strands --device cuda > "$OUT/grep.tsv"; head -n 4 "$OUT/grep.tsv"
+  torchalign grep TTAATTAATGC -k 2 --both-strands --device cuda > "$OUT/grep.tsv"; head -n 4 "$OUT/grep.tsv"
 fi
 python3 benchmarks/hamming.py --commit "$commit" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"
