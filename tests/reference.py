@@ -52,3 +52,14 @@ def kmismatch(texts, patterns, k, both_strands=False, **kw):
                     if d <= k:
                         hits.append((pi, ti, i, d, strand))
     return sorted(hits, key=lambda h: (h[0], h[1], h[2], h[4]))
+
+
+def levenshtein(a, b) -> int:
+    """Wagner-Fischer, one row at a time."""
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j - 1] + (a[i - 1] != b[j - 1]), prev[j] + 1, cur[j - 1] + 1)
+        prev = cur
+    return prev[-1]

@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming"]
+MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming", "torchalign.levenshtein"]
 
 
 @pytest.mark.parametrize("name", MODULES)

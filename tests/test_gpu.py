@@ -94,3 +94,24 @@ def test_inputs_on_different_devices_are_refused():
         ta.hamming(ta.encode(["ACGT"], "dna", "cuda"), ta.encode(["ACGT"], "dna"))
     with pytest.raises(ValueError, match="patterns: on cpu but texts is on cuda"):
         ta.kmismatch_search(ta.encode(["ACGT"], "dna", "cuda"), ta.encode(["AC"], "dna"), 1)
+
+
+# ---- Levenshtein -----------------------------------------------------------------------
+def test_levenshtein_pairs_and_cdist(rng):
+    from . import levenshtein_cases as lev
+
+    lev.check_pairs("cuda", rng, lengths=(0, 1, 63, 64, 65, 1000), n=60)
+    lev.check_pairs("cuda", rng, lengths=(10_000,), n=2)
+    lev.check_cdist("cuda", rng, na=40, nb=33)
+    lev.check_tokens("cuda", rng, n=40, max_len=300)
+    lev.check_unicode_bytes("cuda")
+    lev.check_max_distance_boundaries("cuda", rng)
+
+
+def test_levenshtein_cuda_equals_cpu_on_proteins():
+    from .conftest import read_fasta
+
+    prots = [s for _, s in read_fasta("proteome_HG003687.faa")][:120]
+    a, b = ta.encode(prots[:60], "protein"), ta.encode(prots[60:], "protein")
+    got = ta.levenshtein_cdist(a.to("cuda"), b.to("cuda"))
+    assert torch.equal(got.cpu(), ta.levenshtein_cdist(a, b))

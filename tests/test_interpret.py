@@ -88,3 +88,32 @@ def test_launch_helpers_directly():
     want = (a[:, None] != b[None]).sum(-1).int()
     for n_symbols, onehot in ((4, "memory"), (4, "registers"), (200, "memory")):  # 200: compare path
         assert torch.equal(K.hamming_cdist(a, b, n_symbols, onehot=onehot, block_m=16, block_n=16), want)
+
+
+# ---- Levenshtein -----------------------------------------------------------------------
+def test_levenshtein_pairs(rng):
+    from . import levenshtein_cases as lev
+
+    lev.check_pairs("cpu", rng, lengths=(0, 1, 5, 63, 64, 65), n=10)
+    lev.check_pairs("cpu", rng, lengths=(129, 140), n=2)  # rows wider than one 128-lane chunk
+
+
+def test_levenshtein_cdist_tokens_unicode_boundaries(rng):
+    from . import levenshtein_cases as lev
+
+    lev.check_cdist("cpu", rng, lengths=(0, 1, 7, 33), na=5, nb=4)
+    lev.check_tokens("cpu", rng, n=5, max_len=20)
+    lev.check_unicode_bytes("cpu")
+    lev.check_max_distance_boundaries("cpu", rng, n=4)
+
+
+def test_levenshtein_launcher_small_chunks():
+    from torchalign_kernels import levenshtein as K
+
+    rng = random.Random(random.randrange(2**32))
+    seqs = [[rng.randrange(3) for _ in range(rng.randint(0, 40))] for _ in range(7)]
+    codes = torch.tensor(sum(seqs, []), dtype=torch.int32)
+    lens = torch.tensor([len(s) for s in seqs])
+    starts = torch.cumsum(lens, 0) - lens
+    got = K.levenshtein_pairs(codes, starts, lens, starts, lens, 40, cdist=True, block=16, programs=3)
+    assert got.tolist() == [ref.levenshtein(x, y) for x in seqs for y in seqs]

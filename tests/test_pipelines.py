@@ -27,6 +27,8 @@ def _op_samples(device):
         (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, 4, -1, True)),
         (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, 15, p.max_length, False)),
         (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, 15, -1, True)),
+        (ops.levenshtein, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, -1, -1, True)),
+        (ops.levenshtein_cdist, (t.codes, t.offsets, p.codes, p.offsets, 15, 3, p.max_length, False)),
     ]
 
 
@@ -40,7 +42,8 @@ def _pipeline(texts, patterns, a, b):
     prof = ta.hamming_profile(texts, patterns, check=False)
     near = ((prof >= 0) & (prof <= 2)).sum(1)
     hits = ta.kmismatch_search(texts, patterns, 2, both_strands=True)
-    return near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand
+    edits = ta.levenshtein_cdist(texts, patterns, max_distance=5) + ta.levenshtein(a, b)[0]
+    return near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -4,6 +4,7 @@ from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, Alphabet
 from .batch import PackedBatch, SequenceBatch, encode
 from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
 from .hits import Hits
+from .levenshtein import levenshtein, levenshtein_cdist
 
 __version__ = "0.1.0"
 
@@ -11,4 +12,5 @@ __all__ = [
     "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS",
     "SequenceBatch", "PackedBatch", "encode", "Hits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
+    "levenshtein", "levenshtein_cdist",
 ]

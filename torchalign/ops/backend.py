@@ -17,8 +17,9 @@ def use_kernels(t: torch.Tensor) -> bool:
     return os.environ.get("TORCHALIGN_CPU_BACKEND") == "triton" and os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def kernels():
-    """The kernel package, imported on first use (triton is not needed for CPU work)."""
-    from torchalign_kernels import hamming
+def kernels(family: str):
+    """A kernel module of torchalign_kernels, imported on first use (triton is not needed
+    for CPU work)."""
+    import importlib
 
-    return hamming
+    return importlib.import_module(f"torchalign_kernels.{family}")

@@ -47,7 +47,7 @@ def hamming(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tens
                 "needs equal lengths (use ta.levenshtein for unequal ones)"
             )
     if use_kernels(a_codes):
-        return kernels().hamming_pairs(a_codes, a_offsets, b_codes, b_offsets)
+        return kernels("hamming").hamming_pairs(a_codes, a_offsets, b_codes, b_offsets)
     return cpu.hamming_pairs(a_codes, a_offsets, b_codes, b_offsets)
 
 
@@ -80,7 +80,7 @@ def hamming_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets
     a = a_codes.reshape(na, la) if na else a_codes.new_empty((0, lb))
     b = b_codes.reshape(nb, lb) if nb else b_codes.new_empty((0, la))
     if use_kernels(a_codes):
-        return kernels().hamming_cdist(a, b, code_bound)
+        return kernels("hamming").hamming_cdist(a, b, code_bound)
     return cpu.hamming_cdist(a, b, code_bound)
 
 
@@ -153,7 +153,7 @@ def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor,
     if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
-        return kernels().hamming_windows(text_codes, text_offsets, codes, starts, lens, max_len,
+        return kernels("hamming").hamming_windows(text_codes, text_offsets, codes, starts, lens, max_len,
                                          code_bound, table, search=False)
     return cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, code_bound, table, search=False)
 
@@ -179,7 +179,7 @@ def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor
     if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
-        K = kernels()
+        K = kernels("hamming")
         cap = min(max_hits, FIRST_CAPACITY)
         args = (text_codes, text_offsets, codes, starts, lens, max_len, code_bound, table, k)
         counter, pos, pat, dist = K.hamming_windows(*args, search=True, capacity=cap)
