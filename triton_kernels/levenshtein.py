@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
-BIG = 1 << 30
+BIG = tl.constexpr(1 << 30)
 
 
 @triton.jit
