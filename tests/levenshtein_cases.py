@@ -33,45 +33,47 @@ def related_pairs(rng: random.Random, lengths, n: int, symbols="ACGT"):
     return a, b
 
 
-def check_pairs(device, rng, lengths=(0, 1, 5, 63, 64, 65, 130), n=30, alphabet="dna", symbols="ACGT"):
+def check_pairs(device, rng, lengths=(0, 1, 5, 63, 64, 65, 130), n=30, alphabet="dna", symbols="ACGT",
+                algorithm="auto"):
     a, b = related_pairs(rng, lengths, n, symbols)
-    got = ta.levenshtein(ta.encode(a, alphabet, device), ta.encode(b, alphabet, device))
+    got = ta.levenshtein(ta.encode(a, alphabet, device), ta.encode(b, alphabet, device), algorithm=algorithm)
     assert got.dtype == torch.int32 and got.device.type == torch.device(device).type
     as_encoded = (lambda s: s.encode()) if alphabet == "bytes" else (lambda s: s)  # noqa: E731  (UTF-8)
     assert got.tolist() == [Levenshtein.distance(as_encoded(x), as_encoded(y)) for x, y in zip(a, b)]
 
 
-def check_cdist(device, rng, lengths=(0, 1, 7, 33, 64, 65), na=9, nb=7, alphabet="dna"):
+def check_cdist(device, rng, lengths=(0, 1, 7, 33, 64, 65), na=9, nb=7, alphabet="dna", algorithm="auto"):
     a, b = related_pairs(rng, lengths, max(na, nb))
     a, b = a[:na], b[:nb]
-    got = ta.levenshtein_cdist(ta.encode(a, alphabet, device), ta.encode(b, alphabet, device))
+    got = ta.levenshtein_cdist(ta.encode(a, alphabet, device), ta.encode(b, alphabet, device), algorithm=algorithm)
     assert got.shape == (na, nb)
     assert got.tolist() == [[Levenshtein.distance(x, y) for y in b] for x in a]
 
 
-def check_tokens(device, rng, n=12, max_len=40):
+def check_tokens(device, rng, n=12, max_len=40, algorithm="auto"):
     a = [[rng.randrange(100_000) for _ in range(rng.randint(0, max_len))] for _ in range(n)]
     b = [x[: rng.randint(0, len(x))] + [rng.randrange(5) for _ in range(rng.randint(0, 5))] for x in a]
     tok = lambda seqs: ta.encode([torch.tensor(s, dtype=torch.int32) for s in seqs], "tokens", device)  # noqa: E731
-    assert ta.levenshtein(tok(a), tok(b)).tolist() == [Levenshtein.distance(x, y) for x, y in zip(a, b)]
+    got = ta.levenshtein(tok(a), tok(b), algorithm=algorithm)
+    assert got.tolist() == [Levenshtein.distance(x, y) for x, y in zip(a, b)]
 
 
-def check_unicode_bytes(device):
+def check_unicode_bytes(device, algorithm="auto"):
     a = ["naïve café", "Straße", "日本語のテキスト", ""]
     b = ["naive cafe", "Strasse", "日本語テキスト", "ü"]
-    got = ta.levenshtein(ta.encode(a, device=device), ta.encode(b, device=device))  # UTF-8 bytes
+    got = ta.levenshtein(ta.encode(a, device=device), ta.encode(b, device=device), algorithm=algorithm)  # UTF-8
     assert got.tolist() == [Levenshtein.distance(x.encode(), y.encode()) for x, y in zip(a, b)]
 
 
-def check_max_distance_boundaries(device, rng, n=20):
+def check_max_distance_boundaries(device, rng, n=20, algorithm="auto"):
     a, b = related_pairs(rng, (10, 40), n)
     d = [ref.levenshtein(x, y) for x, y in zip(a, b)]
     A, B = ta.encode(a, "dna", device), ta.encode(b, "dna", device)
     for i, di in enumerate(d):  # d = k reports d; d = k + 1 reports k + 1 (= d)
         for k in (di, di - 1):
             if k >= 0:
-                got = ta.levenshtein(A, B, max_distance=k)[i].item()
+                got = ta.levenshtein(A, B, max_distance=k, algorithm=algorithm)[i].item()
                 assert got == min(di, k + 1)
-    got = ta.levenshtein_cdist(A, B, max_distance=3)
+    got = ta.levenshtein_cdist(A, B, max_distance=3, algorithm=algorithm)
     want = [[min(ref.levenshtein(x, y), 4) for y in b] for x in a]
     assert got.tolist() == want

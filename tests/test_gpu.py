@@ -97,15 +97,22 @@ def test_inputs_on_different_devices_are_refused():
 
 
 # ---- Levenshtein -----------------------------------------------------------------------
-def test_levenshtein_pairs_and_cdist(rng):
+@pytest.mark.parametrize("algorithm", ["myers", "dp"])
+def test_levenshtein_pairs_and_cdist(rng, algorithm):
+    from . import levenshtein_cases as lev
+
+    lev.check_pairs("cuda", rng, lengths=(0, 1, 63, 64, 65, 128), n=200, algorithm=algorithm)
+    lev.check_cdist("cuda", rng, na=40, nb=33, algorithm=algorithm)
+    lev.check_unicode_bytes("cuda", algorithm=algorithm)
+    lev.check_max_distance_boundaries("cuda", rng, algorithm=algorithm)
+
+
+def test_levenshtein_long_and_tokens(rng):
     from . import levenshtein_cases as lev
 
     lev.check_pairs("cuda", rng, lengths=(0, 1, 63, 64, 65, 1000), n=60)
     lev.check_pairs("cuda", rng, lengths=(10_000,), n=2)
-    lev.check_cdist("cuda", rng, na=40, nb=33)
     lev.check_tokens("cuda", rng, n=40, max_len=300)
-    lev.check_unicode_bytes("cuda")
-    lev.check_max_distance_boundaries("cuda", rng)
 
 
 def test_levenshtein_cuda_equals_cpu_on_proteins():

@@ -91,23 +91,41 @@ def test_launch_helpers_directly():
 
 
 # ---- Levenshtein -----------------------------------------------------------------------
-def test_levenshtein_pairs(rng):
+@pytest.mark.parametrize("algorithm", ["myers", "dp"])
+def test_levenshtein_pairs(rng, algorithm):
     from . import levenshtein_cases as lev
 
-    lev.check_pairs("cpu", rng, lengths=(0, 1, 5, 63, 64, 65), n=10)
-    lev.check_pairs("cpu", rng, lengths=(129, 140), n=2)  # rows wider than one 128-lane chunk
+    lev.check_pairs("cpu", rng, lengths=(0, 1, 5, 63, 64, 65, 128), n=10, algorithm=algorithm)
+    lev.check_unicode_bytes("cpu", algorithm=algorithm)
 
 
-def test_levenshtein_cdist_tokens_unicode_boundaries(rng):
+def test_levenshtein_dp_rows_wider_than_a_chunk(rng):
     from . import levenshtein_cases as lev
 
-    lev.check_cdist("cpu", rng, lengths=(0, 1, 7, 33), na=5, nb=4)
-    lev.check_tokens("cpu", rng, n=5, max_len=20)
-    lev.check_unicode_bytes("cpu")
-    lev.check_max_distance_boundaries("cpu", rng, n=4)
+    lev.check_pairs("cpu", rng, lengths=(129, 140), n=2, algorithm="dp")
 
 
-def test_levenshtein_launcher_small_chunks():
+@pytest.mark.parametrize("algorithm", ["myers", "dp"])
+def test_levenshtein_cdist_tokens_boundaries(rng, algorithm):
+    from . import levenshtein_cases as lev
+
+    lev.check_cdist("cpu", rng, lengths=(0, 1, 7, 33), na=5, nb=4, algorithm=algorithm)
+    lev.check_tokens("cpu", rng, n=5, max_len=20, algorithm="dp" if algorithm == "dp" else "auto")
+    lev.check_max_distance_boundaries("cpu", rng, n=4, algorithm=algorithm)
+
+
+def test_levenshtein_myers_cdist_with_long_rows_side():
+    """a's side longer than 128: myers takes b's side as patterns and transposes."""
+    rng = random.Random(random.randrange(2**32))
+    a = [cases.rand_seq(rng, 150) for _ in range(3)]
+    b = [cases.rand_seq(rng, rng.randint(0, 100)) for _ in range(4)]
+    got = ta.levenshtein_cdist(a, b, alphabet="dna", algorithm="myers")
+    assert got.tolist() == [[ref.levenshtein(x, y) for y in b] for x in a]
+    with pytest.raises(ValueError, match="shorter side has <= 128"):
+        ta.levenshtein_cdist(a, a, alphabet="dna", algorithm="myers")
+
+
+def test_levenshtein_launchers_small_chunks():
     from torchalign_kernels import levenshtein as K
 
     rng = random.Random(random.randrange(2**32))
@@ -115,5 +133,8 @@ def test_levenshtein_launcher_small_chunks():
     codes = torch.tensor(sum(seqs, []), dtype=torch.int32)
     lens = torch.tensor([len(s) for s in seqs])
     starts = torch.cumsum(lens, 0) - lens
+    want = [ref.levenshtein(x, y) for x in seqs for y in seqs]
     got = K.levenshtein_pairs(codes, starts, lens, starts, lens, 40, cdist=True, block=16, programs=3)
-    assert got.tolist() == [ref.levenshtein(x, y) for x in seqs for y in seqs]
+    assert got.tolist() == want
+    got = K.levenshtein_myers(codes, starts, lens, starts, lens, 3, cdist=True, block=16, table_bytes=3 * 16 * 2)
+    assert got.tolist() == want  # two patterns per match-mask chunk

@@ -27,8 +27,11 @@ def _op_samples(device):
         (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, None, 15, 4, -1, True)),
         (ops.hamming_profile, (t.codes, t.offsets, p.codes, p.offsets, table, 15, 15, p.max_length, False)),
         (ops.kmismatch_search, (t.codes, t.offsets, p.codes, p.offsets, 2, table, comp, 1000, 15, 15, -1, True)),
-        (ops.levenshtein, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, -1, -1, True)),
-        (ops.levenshtein_cdist, (t.codes, t.offsets, p.codes, p.offsets, 15, 3, p.max_length, False)),
+        (ops.levenshtein, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, -1, -1, -1, -1, "auto", True)),
+        (ops.levenshtein_cdist, (t.codes, t.offsets, p.codes, p.offsets, 15, 3, t.max_length, p.max_length, 5,
+                                 "dp", False)),
+        (ops.levenshtein_cdist, (p.codes, p.offsets, t.codes, t.offsets, 15, -1, p.max_length, t.max_length, 5,
+                                 "myers", False)),
     ]
 
 

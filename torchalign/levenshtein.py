@@ -5,17 +5,22 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .hamming import _n_symbols
+from .hamming import _code_bound, _n_symbols
 from .inputs import batches, check_int
+from .ops.levenshtein import ALGORITHMS
 
 
-def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, check: bool = True) -> torch.Tensor:
+def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorithm: str = "auto",
+                check: bool = True) -> torch.Tensor:
     """Edit distance (unit-cost insertions, deletions, substitutions) of each pair: int32[B].
 
     ``a`` and ``b`` hold B sequences each, of any lengths; plain strings are compared as
     UTF-8 bytes unless ``alphabet`` says otherwise; int32 token ids (``alphabet="tokens"``)
     give word-level distances (WER). With ``max_distance``, pairs further apart report
-    ``max_distance + 1``.
+    ``max_distance + 1``. ``algorithm`` picks the GPU kernel: "myers" (bit-vector, 64 DP
+    cells per word; the shorter side of every pair <= 128 codes, alphabets <= 256 codes),
+    "dp" (row-parallel DP, any lengths and token ids) or "auto" (myers where it applies);
+    every choice gives the same integers, and the CPU always runs its DP.
 
     >>> import torchalign as ta
     >>> ta.levenshtein(["kitten", "flaw", ""], ["sitting", "lawn", "abc"]).tolist()
@@ -28,14 +33,16 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, check: 
         raise ValueError(f"levenshtein: a has {len(a)} sequences and b has {len(b)}; pass equal counts "
                          "(or use levenshtein_cdist for all pairs)")
     return torch.ops.torchalign.levenshtein(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a),
-                                            _max_distance(max_distance), _longest(a, b), check)
+                                            _max_distance(max_distance), *_hints(a, b), _algorithm(algorithm),
+                                            check)
 
 
-def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, check: bool = True) -> torch.Tensor:
+def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, algorithm: str = "auto",
+                      check: bool = True) -> torch.Tensor:
     """All-vs-all edit distances: int32[len(a), len(b)], sequences of any lengths.
 
-    Works pair after pair in a fixed set of GPU programs, so it needs no memory beyond
-    the output and a scratch row per program.
+    Needs no memory beyond the output (and per-pattern match masks or per-program scratch
+    rows). ``algorithm`` as in ``levenshtein``.
 
     >>> import torchalign as ta
     >>> ta.levenshtein_cdist(["ACGT", "AGT"], ["ACGT", "", "TTT"], alphabet="dna").tolist()
@@ -43,15 +50,22 @@ def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, c
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
     return torch.ops.torchalign.levenshtein_cdist(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a),
-                                                  _max_distance(max_distance), _longest(a, b), check)
+                                                  _max_distance(max_distance), *_hints(a, b),
+                                                  _algorithm(algorithm), check)
 
 
 def _max_distance(max_distance) -> int:
     return -1 if max_distance is None else check_int("max_distance", max_distance, 0)
 
 
-def _longest(a, b) -> int:
-    """min(longest of a, longest of b) when encode recorded both, else -1 (read from data)."""
-    if a.max_length is None or b.max_length is None:
-        return -1
-    return min(a.max_length, b.max_length)
+def _algorithm(algorithm) -> str:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: expected one of {ALGORITHMS}, got {algorithm!r}")
+    return algorithm
+
+
+def _hints(a, b) -> tuple[int, int, int]:
+    """(a's longest, b's longest, code bound) as encode recorded them; -1 where unknown."""
+    unknown = a.max_code is None or b.max_code is None
+    return (-1 if a.max_length is None else a.max_length, -1 if b.max_length is None else b.max_length,
+            -1 if unknown else max(_code_bound(a), _code_bound(b)))

@@ -108,3 +108,115 @@ def levenshtein_pairs(codes, a_starts, a_lens, b_starts, b_lens, longest: int, c
         scratch, scratch.stride(0), out, CDIST=cdist, BLOCK=block,
     )
     return out
+
+
+# --------------------------------------------------------------------------------------
+# Myers / Hyyro bit-vector: 64 DP cells of a column per machine word, patterns <= 128
+# --------------------------------------------------------------------------------------
+MYERS_MAX_PATTERN = 128  # two words per lane, held in registers
+
+
+@triton.jit
+def _myers_word(pv, mv, eq, hin, ones):
+    """One 64-row block of a DP column (Hyyro's step, edlib's block form): the vertical
+    delta vectors pv / mv (uint64), the text char's match mask eq, the horizontal delta
+    entering from above (hin, int32 in {-1, 0, 1}). Returns the new pv, mv and the
+    horizontal delta vectors ph, mh before their shift (bit i: row i's delta).
+    ``x ^ ones`` is ~x: triton 3.6's interpreter cannot invert a uint64."""
+    xv = eq | mv
+    eq = tl.where(hin < 0, eq | 1, eq)
+    xh = (((eq & pv) + pv) ^ pv) | eq
+    ph = mv | ((xh | pv) ^ ones)
+    mh = pv & xh
+    ph2 = ph << 1
+    mh2 = mh << 1
+    mh2 = tl.where(hin < 0, mh2 | 1, mh2)
+    ph2 = tl.where(hin > 0, ph2 | 1, ph2)
+    return mh2 | ((xv | ph2) ^ ones), ph2 & xv, ph, mh
+
+
+@triton.jit
+def _bit(x, i):
+    return ((x >> i.to(tl.uint64)) & 1).to(tl.int32)
+
+
+@triton.jit
+def levenshtein_myers_kernel(
+    codes_ptr, pat_start_ptr, pat_len_ptr, txt_start_ptr, txt_len_ptr, n_lanes, n_txt,
+    peq_ptr, n_sym, out_ptr,
+    CDIST: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """Lane l runs pattern q against text t: CDIST, q = program_id(1) for every lane and
+    t = l (out[q, t]); else q = t = l (out[l]). The pattern's match masks are
+    peq[q, code, word] (uint64 bit patterns in int64), codes >= n_sym match nothing."""
+    lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = lane < (n_txt if CDIST else n_lanes)
+    q = tl.program_id(1) + lane * 0 if CDIST else lane
+    m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
+    t0 = tl.load(txt_start_ptr + lane, mask=ok, other=0)
+    n = tl.load(txt_len_ptr + lane, mask=ok, other=0).to(tl.int32)
+    row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
+    high = row >= 64
+    bit = tl.where(high, row - 64, row)
+    table = peq_ptr + q.to(tl.int64) * n_sym * 2
+    zero = tl.zeros((BLOCK,), tl.uint64)
+    ones = zero - 1  # all bits set
+    pv0, mv0, pv1, mv1 = ones, zero, ones, zero
+    score = m
+    n_max = tl.max(n, 0)
+    j = 0
+    while j < n_max:
+        live = ok & (j < n)
+        c = tl.load(codes_ptr + t0 + j, mask=live, other=0).to(tl.int64)
+        known = live & (c < n_sym)
+        eq0 = tl.load(table + c * 2, mask=known, other=0).to(tl.uint64, bitcast=True)
+        eq1 = tl.load(table + c * 2 + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
+        plus = tl.full((BLOCK,), 1, tl.int32)  # row 0 of the DP: D[0][j] = j
+        pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, plus, ones)
+        h0 = _bit(ph0, tl.full((BLOCK,), 63, tl.int32)) - _bit(mh0, tl.full((BLOCK,), 63, tl.int32))
+        pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, h0, ones)
+        ph = tl.where(high, ph1, ph0)
+        mh = tl.where(high, mh1, mh0)
+        score += tl.where(live & (m > 0), _bit(ph, bit) - _bit(mh, bit), 0)
+        j += 1
+    score = tl.where(m > 0, score, n)  # an empty pattern: n insertions
+    out = out_ptr + (q.to(tl.int64) * n_txt + lane if CDIST else lane)
+    tl.store(out, score, mask=ok)
+
+
+
+def match_masks(codes, starts, lens, n_sym: int) -> torch.Tensor:
+    """int64 [n, n_sym, 2]: bit i of word w is set where pattern position 64 w + i holds the
+    code (patterns of at most 128 codes)."""
+    n = lens.numel()
+    j = torch.arange(MYERS_MAX_PATTERN, device=codes.device)
+    inside = j[None, :] < lens[:, None]
+    pc = torch.where(inside, codes[torch.where(inside, starts[:, None] + j[None, :], 0)].to(torch.int64), -1) \
+        if codes.numel() else torch.full((n, MYERS_MAX_PATTERN), -1, dtype=torch.int64, device=codes.device)
+    onehot = pc[:, :, None] == torch.arange(n_sym, device=codes.device)  # [n, 128, S]
+    weights = torch.tensor([1 << i for i in range(63)] + [-(1 << 63)], dtype=torch.int64, device=codes.device)
+    bits = onehot.reshape(n, 2, 64, n_sym).to(torch.int64) * weights[None, None, :, None]
+    return bits.sum(2).transpose(1, 2).contiguous()  # distinct bits: the sum is the OR
+
+
+def levenshtein_myers(codes, pat_starts, pat_lens, txt_starts, txt_lens, n_sym: int, cdist: bool = False,
+                      block: int = 128, table_bytes: int = 1 << 28):
+    """Distances of pattern i vs text i (or of every pattern vs every text with cdist,
+    [n_pat * n_txt]); every pattern has at most MYERS_MAX_PATTERN codes, all below n_sym.
+    Patterns go in chunks so their match-mask tables stay under ``table_bytes``."""
+    n_pat, n_txt = pat_lens.numel(), txt_lens.numel()
+    out = torch.empty(n_pat * n_txt if cdist else n_pat, dtype=torch.int32, device=codes.device)
+    chunk = max(1, table_bytes // (n_sym * 16))
+    for p0 in range(0, n_pat, chunk):
+        p1 = min(n_pat, p0 + chunk)
+        peq = match_masks(codes, pat_starts[p0:p1], pat_lens[p0:p1], n_sym)
+        if cdist:
+            grid = (triton.cdiv(n_txt, block), p1 - p0)
+            args = (txt_starts, txt_lens, p1 - p0, n_txt, peq, n_sym, out[p0 * n_txt : p1 * n_txt])
+        else:
+            grid = (triton.cdiv(p1 - p0, block), 1)
+            args = (txt_starts[p0:p1], txt_lens[p0:p1], p1 - p0, n_txt, peq, n_sym, out[p0:p1])
+        if grid[0] and grid[1]:
+            levenshtein_myers_kernel[grid](codes, pat_starts[p0:p1], pat_lens[p0:p1], *args,
+                                           CDIST=cdist, BLOCK=block)
+    return out

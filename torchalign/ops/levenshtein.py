@@ -1,10 +1,11 @@
 """The Levenshtein custom ops: schemas, fake impls, and the CPU / CUDA implementations.
 
 Scalars: ``n_symbols`` (the alphabet's size: codes are checked against it),
-``max_distance`` (-1: none; else distances above it report max_distance + 1) and
-``longest`` (the longest sequence of the shorter side, sizing the kernel's scratch rows;
--1: unknown, read from the data). ``check=True`` validates offsets and code ranges with
-one host read.
+``max_distance`` (-1: none; else distances above it report max_distance + 1),
+``a_longest`` / ``b_longest`` and ``code_bound`` (the longest sequence of each side and a
+bound on the codes, recorded by ta.encode; -1: unknown, read from the data) and
+``algorithm`` ("auto", "myers", "dp": which kernel; the CPU runs its DP, same integers).
+``check=True`` validates offsets and code ranges with one host read.
 """
 
 from __future__ import annotations
@@ -17,49 +18,81 @@ from . import checks
 from .backend import kernels, use_kernels
 
 DEVICES = ("cpu", "cuda")
+ALGORITHMS = ("auto", "myers", "dp")
+MYERS_MAX_SYMBOLS = 256  # match-mask tables of bigger alphabets cost more than the DP saves
 
 
-def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, longest, check, cdist):
+def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest, b_longest,
+               code_bound, algorithm, check, cdist):
     la = a_offsets[1:] - a_offsets[:-1]
     lb = b_offsets[1:] - b_offsets[:-1]
-    if check:
-        most = [la.max() if la.numel() else la.new_tensor(0), lb.max() if lb.numel() else lb.new_tensor(0)]
+    if check or (use_kernels(a_codes) and min(a_longest, b_longest, code_bound) < 0):
+        zero = la.new_tensor(0)
         vals = checks.read(
             checks.offsets_facts(a_codes, a_offsets) + checks.offsets_facts(b_codes, b_offsets)
-            + checks.code_range(a_codes) + checks.code_range(b_codes) + most
+            + checks.code_range(a_codes) + checks.code_range(b_codes)
+            + [la.max() if la.numel() else zero, lb.max() if lb.numel() else zero]
         )
-        checks.raise_if_bad("a", vals[0:3], *vals[6:8], n_symbols)
-        checks.raise_if_bad("b", vals[3:6], *vals[8:10], n_symbols)
-        longest = min(vals[10], vals[11])
-    elif longest < 0:  # no hint: one host read
-        longest = int(torch.minimum(la.max(), lb.max())) if la.numel() and lb.numel() else 0
-    codes = torch.cat([a_codes, b_codes])  # one array: a pair may put either side on the rows
-    args = (codes, a_offsets[:-1], la, b_offsets[:-1] + a_codes.numel(), lb)
+        if check:
+            checks.raise_if_bad("a", vals[0:3], *vals[6:8], n_symbols)
+            checks.raise_if_bad("b", vals[3:6], *vals[8:10], n_symbols)
+        a_longest, b_longest, code_bound = vals[10], vals[11], max(vals[7], vals[9]) + 1
     if use_kernels(a_codes):
-        d = kernels("levenshtein").levenshtein_pairs(*args, longest, cdist=cdist)
+        d = _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound,
+                    algorithm, cdist)
     else:
-        d = cpu.levenshtein_pairs(*args, cdist=cdist)
+        codes = torch.cat([a_codes, b_codes])
+        d = cpu.levenshtein_pairs(codes, a_offsets[:-1], la, b_offsets[:-1] + a_codes.numel(), lb, cdist=cdist)
     return d if max_distance < 0 else d.clamp(max=max_distance + 1)
+
+
+def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound, algorithm, cdist):
+    K = kernels("levenshtein")
+    codes = torch.cat([a_codes, b_codes])  # one array: a pair may put either side on the rows
+    a_starts, b_starts = a_offsets[:-1], b_offsets[:-1] + a_codes.numel()
+    short = min(a_longest, b_longest)  # no pair has a shorter side longer than this
+    if algorithm == "auto":
+        algorithm = "myers" if short <= K.MYERS_MAX_PATTERN and code_bound <= MYERS_MAX_SYMBOLS else "dp"
+    if algorithm == "dp":
+        return K.levenshtein_pairs(codes, a_starts, la, b_starts, lb, short, cdist=cdist)
+    if short > K.MYERS_MAX_PATTERN:
+        raise ValueError(f"algorithm='myers' takes sequences whose shorter side has <= {K.MYERS_MAX_PATTERN} "
+                         f"codes, got {short}; use algorithm='auto' or 'dp'")
+    if not cdist:  # per pair, the shorter sequence is the pattern
+        swap = lb < la
+        return K.levenshtein_myers(codes, torch.where(swap, b_starts, a_starts), torch.minimum(la, lb),
+                                   torch.where(swap, a_starts, b_starts), torch.maximum(la, lb), code_bound)
+    na, nb = la.numel(), lb.numel()
+    if a_longest <= K.MYERS_MAX_PATTERN:
+        return K.levenshtein_myers(codes, a_starts, la, b_starts, lb, code_bound, cdist=True)
+    d = K.levenshtein_myers(codes, b_starts, lb, a_starts, la, code_bound, cdist=True)  # b's side as patterns
+    return d.reshape(nb, na).T.reshape(-1)
 
 
 @torch.library.custom_op("torchalign::levenshtein", mutates_args=(), device_types=DEVICES)
 def levenshtein(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor, n_symbols: int,
-                max_distance: int, longest: int, check: bool) -> Tensor:
-    return _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, longest, check, False)
+                max_distance: int, a_longest: int, b_longest: int, code_bound: int, algorithm: str,
+                check: bool) -> Tensor:
+    return _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest, b_longest,
+                      code_bound, algorithm, check, False)
 
 
 @levenshtein.register_fake
-def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, longest, check):
+def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest, b_longest, code_bound,
+      algorithm, check):
     return a_offsets.new_empty(a_offsets.shape[0] - 1, dtype=torch.int32)
 
 
 @torch.library.custom_op("torchalign::levenshtein_cdist", mutates_args=(), device_types=DEVICES)
 def levenshtein_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor, n_symbols: int,
-                      max_distance: int, longest: int, check: bool) -> Tensor:
-    d = _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, longest, check, True)
+                      max_distance: int, a_longest: int, b_longest: int, code_bound: int, algorithm: str,
+                      check: bool) -> Tensor:
+    d = _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest, b_longest,
+                   code_bound, algorithm, check, True)
     return d.reshape(a_offsets.numel() - 1, b_offsets.numel() - 1)
 
 
 @levenshtein_cdist.register_fake
-def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, longest, check):
+def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest, b_longest, code_bound,
+      algorithm, check):
     return a_codes.new_empty((a_offsets.shape[0] - 1, b_offsets.shape[0] - 1), dtype=torch.int32)
