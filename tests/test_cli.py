@@ -14,25 +14,13 @@ from torchalign.cli import main
 from torchalign.io import iter_records, read_sequences
 
 from .conftest import data_dir
+from .reference import revcomp, same
 
 DATA = data_dir()  # TORCHALIGN_TEST_DATA, else <repo root>/../shared/data
 BUNDLED = resources.files("torchalign") / "data" / "MT-human.fa"
 
-IUPAC = {"A": "A", "C": "C", "G": "G", "T": "T", "N": "ACGT", "R": "AG", "Y": "CT", "S": "CG",
-         "W": "AT", "K": "GT", "M": "AC", "B": "CGT", "D": "AGT", "H": "ACT", "V": "ACG"}
-COMPLEMENT = str.maketrans("ACGTNRYSWKMBDHV", "TGCANYRSWMKVHDB")
-
 
 # ---- reference -----------------------------------------------------------------
-
-def revcomp(s: str) -> str:
-    return s.translate(COMPLEMENT)[::-1]
-
-
-def same(p: str, t: str, iupac: bool) -> bool:
-    return set(IUPAC[t]) <= set(IUPAC[p]) if iupac else p == t
-
-
 def brute_grep(records, patterns, k, both_strands=False, iupac=False):
     """Expected output lines (no header), by plain loops over every window."""
     lines = []
