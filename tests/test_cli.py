@@ -243,3 +243,35 @@ def test_grep_shared_genes_many_records(capsys):
     lines, err = grep(capsys, pattern, path, "-k", 1, "--both-strands")
     assert f"{name}\t30\t-\t0\t{pattern}" in lines
     assert "in 100 records" in err
+
+
+# ---- torchalign dist -----------------------------------------------------------
+def test_dist_matrix_fasta_against_lines(tmp_path, capsys):
+    from rapidfuzz.distance import Levenshtein
+
+    rng = random.Random(random.randrange(2**32))
+    a = {f"r{i}": "".join(rng.choice("ACGT") for _ in range(rng.randint(0, 90))) for i in range(6)}
+    b = ["".join(rng.choice("ACGTacgt") for _ in range(rng.randint(1, 70))) for _ in range(5)]
+    fa, lines = tmp_path / "a.fa", tmp_path / "b.txt"
+    fa.write_text("".join(f">{k} some description\n{v}\n" for k, v in a.items()))
+    lines.write_text("\n".join(b[:2]) + "\n\n" + "\n".join(b[2:]) + "\n")  # a blank line is skipped
+    assert main(["dist", str(fa), str(lines)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "#\t1\t2\t4\t5\t6"
+    want = [[k] + [str(Levenshtein.distance(v, y)) for y in b] for k, v in a.items()]
+    assert [row.split("\t") for row in out[1:]] == want
+    assert main(["dist", str(fa), str(lines), "--alphabet", "dna", "--max-distance", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    want = [[k] + [str(min(Levenshtein.distance(v, y.upper()), 6)) for y in b] for k, v in a.items()]
+    assert [row.split("\t") for row in out[1:]] == want
+
+
+def test_dist_bad_input(tmp_path, capsys):
+    f = tmp_path / "a.txt"
+    f.write_text("ACGT\n")
+    assert main(["dist", str(f), str(f), "--max-distance", "-1"]) == 2
+    assert "--max-distance must be >= 0" in capsys.readouterr().err
+    assert main(["dist", str(f), str(tmp_path / "missing.txt")]) == 2
+    f.write_text("ACXT\n")
+    assert main(["dist", str(f), str(f), "--alphabet", "dna"]) == 2
+    assert "'X'" in capsys.readouterr().err

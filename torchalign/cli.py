@@ -1,4 +1,4 @@
-"""The command line: ``torchalign grep PATTERN [FILE]`` (also ``python -m torchalign``)."""
+"""The command line: ``torchalign grep PATTERN [FILE]``, ``torchalign dist A B`` (also ``python -m torchalign``)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from tqdm import tqdm
 import torchalign as ta
 
 from .hamming import DEFAULT_MAX_HITS
-from .io import iter_batches
+from .io import iter_batches, iter_named
 
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
 PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
+DIST_CHUNK_CELLS = 1 << 22  # distance-matrix entries per call of levenshtein_cdist
 
 
 class UsageError(Exception):
@@ -64,6 +65,18 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     g.add_argument("--max-hits", type=int, default=DEFAULT_MAX_HITS,
                    help=f"fail rather than print more hits than this (default {DEFAULT_MAX_HITS})")
     g.set_defaults(command="grep", run=_grep)
+    d = sub.add_parser("dist", help="edit-distance matrix of two sequence files",
+                       description="Print the Levenshtein distance of every sequence of A to every "
+                                   "sequence of B as a tab-separated matrix (a header row of B's "
+                                   "names, then one row per sequence of A). A and B are FASTA/FASTQ "
+                                   "files, or text files with one sequence per line (named by line number).")
+    d.add_argument("a", help="FASTA/FASTQ or line-per-sequence file (the rows)")
+    d.add_argument("b", help="FASTA/FASTQ or line-per-sequence file (the columns)")
+    d.add_argument("--alphabet", default="bytes", choices=("bytes", "dna", "rna", "protein"),
+                   help="how symbols are compared (default bytes: exact, case-sensitive, UTF-8)")
+    d.add_argument("--max-distance", type=int, help="report max-distance + 1 for pairs further apart")
+    d.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
+    d.set_defaults(command="dist", run=_dist)
     return parser, sub.choices
 
 
@@ -115,6 +128,28 @@ def _search_file(path, names, patterns, device, args) -> tuple[int, int, int]:
             bar.update(texts.codes.numel())
     sys.stdout.write(header)  # still unwritten when there were no records
     return n_hits, n_records, n_residues
+
+
+def _dist(args) -> int:
+    if args.max_distance is not None and args.max_distance < 0:
+        raise UsageError(f"--max-distance must be >= 0, got {args.max_distance}")
+    device = _device(args.device)
+    sides = []
+    for path in (args.a, args.b):
+        names, seqs = zip(*iter_named(path)) if os.path.getsize(path) else ((), ())
+        sides.append((list(names), ta.encode(list(seqs), args.alphabet)))
+    (names_a, a), (names_b, b) = sides
+    b = b.to(device)
+    sys.stdout.write("\t".join(["#"] + names_b) + "\n")
+    rows = max(1, DIST_CHUNK_CELLS // max(1, len(names_b)))
+    with tqdm(total=len(names_a), unit="rows", file=sys.stderr, disable=None if len(names_a) > rows else True) as bar:
+        for r0 in range(0, len(names_a), rows):
+            chunk = ta.SequenceBatch.from_codes([a[i] for i in range(r0, min(r0 + rows, len(names_a)))], a.alphabet)
+            d = ta.levenshtein_cdist(chunk.to(device), b, max_distance=args.max_distance).cpu().tolist()
+            sys.stdout.write("".join("\t".join([names_a[r0 + i]] + [str(x) for x in row]) + "\n"
+                                     for i, row in enumerate(d)))
+            bar.update(len(d))
+    return 0
 
 
 def _device(name: str | None) -> str:

@@ -51,6 +51,22 @@ def iter_records(path, format: str | None = None) -> Iterator[tuple[str, str]]:
                 yield _name(title), seq
 
 
+def iter_named(path) -> Iterator[tuple[str, str]]:
+    """FASTA/FASTQ records, or else one sequence per non-empty line, named by its line number."""
+    try:
+        fmt = guess_format(path)
+    except ValueError:
+        fmt = "lines"
+    if fmt != "lines":
+        yield from iter_records(path, fmt)
+        return
+    with _open(path) as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\r\n")
+            if line:
+                yield str(number), line
+
+
 def _name(title: str) -> str:
     words = title.split(None, 1)
     return words[0] if words else ""
