@@ -22,18 +22,18 @@ def tune_cdist():
     a = torch.randint(0, 4, (8192, 256), device="cuda", dtype=torch.uint8, generator=g)
     b = torch.randint(0, 4, (8192, 256), device="cuda", dtype=torch.uint8, generator=g)
     want = None
-    for onehot, loop in (("memory", True),):
+    for loop in (True, False):
         for bm, bn, warps, stages in ((128, 128, 4, 3), (64, 128, 4, 3)):
-            fn = lambda: K.hamming_cdist(a, b, 4, onehot=onehot, block_m=bm, block_n=bn,  # noqa: E731
+            fn = lambda: K.hamming_cdist(a, b, 4, block_m=bm, block_n=bn,  # noqa: E731
                                          num_warps=warps, num_stages=stages, for_loop=loop)
             try:
                 out = fn()
                 want = out if want is None else want
                 ok = torch.equal(out, want)
-                print(f"cdist {onehot:9s} for={loop} BM={bm:3d} BN={bn:3d} warps={warps} stages={stages}: "
+                print(f"cdist for={loop} BM={bm:3d} BN={bn:3d} warps={warps} stages={stages}: "
                       f"{bench(fn):.3f} ms {'ok' if ok else 'WRONG'}", flush=True)
             except Exception as e:  # a shape that does not fit the chip
-                print(f"cdist {onehot} BM={bm} BN={bn} warps={warps}: failed {type(e).__name__}: {str(e)[:80]}")
+                print(f"cdist for={loop} BM={bm} BN={bn} warps={warps}: failed {type(e).__name__}: {str(e)[:80]}")
 
 
 def tune_windows(genome_bp: int):

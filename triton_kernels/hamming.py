@@ -1,10 +1,11 @@
 """Hamming-distance kernels: pairwise, all-vs-all, and every window of a text.
 
 A Hamming count is a dot product of one-hot codes: sum_j sum_s [a_j = s][b_j = s].
-For small alphabets (S <= 32 symbols) the kernels build the one-hot tiles in registers
-from uint8 codes and hand them to ``tl.dot`` (int8 x int8 -> int32 on tensor cores);
-IUPAC patterns use multi-hot rows (every text code a pattern code allows). Large
-alphabets (bytes, token ids) take a plain compare loop. Every kernel counts matches;
+For small alphabets (S <= 32 symbols) the counts run on tensor cores (``tl.dot``, int8 x
+int8 -> int32): cdist multiplies one-hot rows written once per call; the window search
+builds each text tile's one-hot in registers and multiplies it with the patterns' rows
+(IUPAC patterns: multi-hot rows, every text code a pattern code allows). Large alphabets
+(bytes, token ids) take a plain compare loop. Every kernel counts matches;
 distance = length - matches.
 
 Loops over run-time bounds are while loops, or for loops behind a constexpr switch where
@@ -101,11 +102,11 @@ def _dot_shape(n_symbols: int):
 @triton.jit
 def hamming_cdist_kernel(
     a_ptr, b_ptr, out_ptr, na, nb, L, a_stride, b_stride,
-    S: tl.constexpr, MODE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
+    S: tl.constexpr, USE_DOT: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, JB: tl.constexpr,
     FOR_LOOP: tl.constexpr,
 ):
-    """MODE 0: compare codes; 1: one-hot tiles built from codes in registers;
-    2: a and b are one-hot rows already (int8 [N, stride]), a plain int8 GEMM."""
+    """USE_DOT: a and b are one-hot rows (int8 [N, stride]) and this is an int8 GEMM;
+    else a and b are codes compared position by position."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rm = pid_m * BM + tl.arange(0, BM)
@@ -115,7 +116,7 @@ def hamming_cdist_kernel(
     a_rows = a_ptr + rm.to(tl.int64) * a_stride
     b_rows = b_ptr + rn.to(tl.int64) * b_stride
     acc = tl.zeros((BM, BN), tl.int32)
-    if MODE == 2:
+    if USE_DOT:
         kk = tl.arange(0, JB * S)
         if FOR_LOOP:  # pipelined by the compiler
             for k0 in range(0, a_stride, JB * S):
@@ -129,15 +130,6 @@ def hamming_cdist_kernel(
                 b = tl.load(b_rows[:, None] + k0 + kk[None, :], mask=n_ok[:, None], other=0)
                 acc = tl.dot(a, tl.trans(b), acc, out_dtype=tl.int32)
                 k0 += JB * S
-    elif MODE == 1:
-        j0 = 0
-        while j0 < L:
-            j = j0 + tl.arange(0, JB)
-            j_ok = j < L
-            a = tl.load(a_rows[:, None] + j[None, :], mask=m_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
-            b = tl.load(b_rows[:, None] + j[None, :], mask=n_ok[:, None] & j_ok[None, :], other=255).to(tl.int32)
-            acc = tl.dot(_onehot(a, S, BM, JB), tl.trans(_onehot(b, S, BN, JB)), acc, out_dtype=tl.int32)
-            j0 += JB
     else:
         j = 0
         while j < L:
@@ -149,13 +141,13 @@ def hamming_cdist_kernel(
     tl.store(out, L - acc, mask=m_ok[:, None] & n_ok[None, :])
 
 
-def hamming_cdist(a, b, n_symbols: int, onehot: str = "memory", block_m: int = 128, block_n: int = 128,
+def hamming_cdist(a, b, n_symbols: int, block_m: int = 128, block_n: int = 128,
                   num_warps: int = 4, num_stages: int = 3, for_loop=None):
     """int32[Na, Nb] for code matrices a [Na, L] and b [Nb, L] (contiguous).
 
     ``n_symbols``: every code that appears in both a and b is below it. Small alphabets
-    count matches on tensor cores, from one-hot rows written once to memory
-    (``onehot="memory"``) or built per tile in registers (``"registers"``).
+    count matches on tensor cores from one-hot rows written once per call (building them
+    per tile in registers measured 1.7x slower: benchmarks/NOTES.md).
     """
     na, L = a.shape
     nb = b.shape[0]
@@ -163,15 +155,14 @@ def hamming_cdist(a, b, n_symbols: int, onehot: str = "memory", block_m: int = 1
     if na == 0 or nb == 0:
         return out
     S, use_dot, jb = _dot_shape(n_symbols)
-    mode = 0 if not use_dot else (2 if onehot == "memory" else 1)
     a_stride = b_stride = L
-    if mode == 2:
+    if use_dot:
         width = triton.cdiv(L, jb) * jb  # positions, padded to whole K-tiles
         a = onehot_rows(torch.nn.functional.pad(a.to(torch.int32), (0, width - L), value=-1), S)
         b = onehot_rows(torch.nn.functional.pad(b.to(torch.int32), (0, width - L), value=-1), S)
         a_stride = b_stride = width * S
     grid = (triton.cdiv(na, block_m), triton.cdiv(nb, block_n))
-    hamming_cdist_kernel[grid](a, b, out, na, nb, L, a_stride, b_stride, S=S, MODE=mode,
+    hamming_cdist_kernel[grid](a, b, out, na, nb, L, a_stride, b_stride, S=S, USE_DOT=use_dot,
                                BM=block_m, BN=block_n, JB=jb, FOR_LOOP=not INTERPRETER if for_loop is None else for_loop,
                                num_warps=num_warps, num_stages=num_stages)
     return out
