@@ -216,7 +216,6 @@ def test_python_m_torchalign():
 
 # ---- shared data ---------------------------------------------------------------
 
-@pytest.mark.skipif(not (DATA / "contig_OFHT01000022.fna").exists(), reason=f"no shared data at {DATA}")
 def test_grep_shared_contig(capsys):
     path = DATA / "contig_OFHT01000022.fna"
     [rec] = SeqIO.parse(path, "fasta")
@@ -232,7 +231,6 @@ def test_grep_shared_contig(capsys):
     assert lines == brute_grep([(rec.id, text)], [revcomp(pattern)], 2, both_strands=True)
 
 
-@pytest.mark.skipif(not (DATA / "genes100_CP040672.fna").exists(), reason=f"no shared data at {DATA}")
 def test_grep_shared_genes_many_records(capsys):
     path = DATA / "genes100_CP040672.fna"
     records = [(r.id, str(r.seq)) for r in SeqIO.parse(path, "fasta")]
