@@ -6,7 +6,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hits import Hits
-from .inputs import batches, check_int, nucleotide
+from .inputs import batches, check_int, code_bound, max_length, n_symbols, nucleotide
 
 DEFAULT_MAX_HITS = 1 << 24
 
@@ -28,7 +28,7 @@ def hamming(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
     if len(a) != len(b):
         raise ValueError(f"hamming: a has {len(a)} sequences and b has {len(b)}; pass equal counts "
                          "(or use hamming_cdist for all pairs)")
-    return torch.ops.torchalign.hamming(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a), check)
+    return torch.ops.torchalign.hamming(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a), check)
 
 
 def hamming_cdist(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
@@ -42,8 +42,8 @@ def hamming_cdist(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
     [[2, 4, 0], [1, 3, 3]]
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
-    bound = min(_code_bound(a), _code_bound(b))  # only codes present in both can match
-    return torch.ops.torchalign.hamming_cdist(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a), bound,
+    bound = min(code_bound(a), code_bound(b))  # only codes present in both can match
+    return torch.ops.torchalign.hamming_cdist(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a), bound,
                                               check)
 
 
@@ -63,7 +63,7 @@ def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, chec
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "dna" if iupac else "bytes")
     table = _iupac_table(t, iupac)
     return torch.ops.torchalign.hamming_profile(t.codes, t.offsets, p.codes, p.offsets, table,
-                                                _n_symbols(t), _pattern_bound(t, p, iupac), _max_length(p), check)
+                                                n_symbols(t), _pattern_bound(t, p, iupac), max_length(p), check)
 
 
 def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = False,
@@ -94,31 +94,15 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     bound = _pattern_bound(t, p, iupac, complement)
     complement = None if complement is None else complement.to(t.device)
     out = torch.ops.torchalign.kmismatch_search(t.codes, t.offsets, p.codes, p.offsets, k, table, complement,
-                                                max_hits, _n_symbols(t), bound, _max_length(p),
+                                                max_hits, n_symbols(t), bound, max_length(p),
                                                 check)
     return Hits(*out)
-
-
-def _n_symbols(batch) -> int:
-    """The alphabet's size: codes are checked against it."""
-    return min(batch.alphabet.size, 2**31 - 1)
-
-
-def _code_bound(batch) -> int:
-    """A bound on the batch's codes: max_code + 1 when encode recorded it, else the
-    alphabet's size. Sizes the one-hot tiles when check=False (check=True reads the data)."""
-    return max(1, batch.max_code + 1) if batch.max_code is not None else _n_symbols(batch)
-
-
-def _max_length(batch) -> int:
-    """The longest sequence when encode recorded it, else -1 (the op reads it)."""
-    return -1 if batch.max_length is None else batch.max_length
 
 
 def _pattern_bound(texts, patterns, iupac: bool, complement=None) -> int:
     """A bound on the text codes any searched pattern (and, with ``complement``, its
     reverse complement) can match."""
-    bound = _code_bound(patterns)
+    bound = code_bound(patterns)
     if iupac or complement is not None:
         codes = torch.arange(bound)
         if complement is not None:

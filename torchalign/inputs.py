@@ -63,3 +63,19 @@ def check_int(name: str, value, minimum: int) -> int:
 def nucleotide(name: str, alphabet) -> None:
     if not get_alphabet(alphabet).is_nucleotide:
         raise ValueError(f"{name}: needs a DNA or RNA alphabet, not {get_alphabet(alphabet).name!r}")
+
+
+def n_symbols(batch) -> int:
+    """The alphabet's size: codes are checked against it."""
+    return min(batch.alphabet.size, 2**31 - 1)
+
+
+def code_bound(batch) -> int:
+    """A bound on the batch's codes: max_code + 1 when encode recorded it, else the
+    alphabet's size. Sizes the one-hot tiles when check=False (check=True reads the data)."""
+    return max(1, batch.max_code + 1) if batch.max_code is not None else n_symbols(batch)
+
+
+def max_length(batch) -> int:
+    """The longest sequence when encode recorded it, else -1 (the op reads it)."""
+    return -1 if batch.max_length is None else batch.max_length

@@ -5,8 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .hamming import _code_bound, _n_symbols
-from .inputs import batches, check_int
+from .inputs import batches, check_int, code_bound, max_length, n_symbols
 from .ops.levenshtein import ALGORITHMS
 
 
@@ -32,7 +31,7 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
     if len(a) != len(b):
         raise ValueError(f"levenshtein: a has {len(a)} sequences and b has {len(b)}; pass equal counts "
                          "(or use levenshtein_cdist for all pairs)")
-    return torch.ops.torchalign.levenshtein(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a),
+    return torch.ops.torchalign.levenshtein(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
                                             _max_distance(max_distance), *_hints(a, b), _algorithm(algorithm),
                                             check)
 
@@ -49,7 +48,7 @@ def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, a
     [[0, 4, 3], [1, 3, 2]]
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
-    return torch.ops.torchalign.levenshtein_cdist(a.codes, a.offsets, b.codes, b.offsets, _n_symbols(a),
+    return torch.ops.torchalign.levenshtein_cdist(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
                                                   _max_distance(max_distance), *_hints(a, b),
                                                   _algorithm(algorithm), check)
 
@@ -67,5 +66,4 @@ def _algorithm(algorithm) -> str:
 def _hints(a, b) -> tuple[int, int, int]:
     """(a's longest, b's longest, code bound) as encode recorded them; -1 where unknown."""
     unknown = a.max_code is None or b.max_code is None
-    return (-1 if a.max_length is None else a.max_length, -1 if b.max_length is None else b.max_length,
-            -1 if unknown else max(_code_bound(a), _code_bound(b)))
+    return max_length(a), max_length(b), -1 if unknown else max(code_bound(a), code_bound(b))
