@@ -65,6 +65,14 @@ def check_unicode_bytes(device, algorithm="auto"):
     assert got.tolist() == [Levenshtein.distance(x.encode(), y.encode()) for x, y in zip(a, b)]
 
 
+def check_unicode_chars(device, rng, n=8, algorithm="auto"):
+    """alphabet="unicode": one code per character (CER), against rapidfuzz on the strings."""
+    symbols = "aéz日本語\U0001F600 "
+    a, b = related_pairs(rng, (0, 1, 9, 30), n, symbols)
+    got = ta.levenshtein(ta.encode(a, "unicode", device), ta.encode(b, "unicode", device), algorithm=algorithm)
+    assert got.tolist() == [Levenshtein.distance(x, y) for x, y in zip(a, b)]
+
+
 def check_max_distance_boundaries(device, rng, n=20, algorithm="auto"):
     a, b = related_pairs(rng, (10, 40), n)
     d = [ref.levenshtein(x, y) for x, y in zip(a, b)]

@@ -37,6 +37,13 @@ def test_roundtrip_strings_bytes_decode():
     assert ta.encode("a") .alphabet.name == "bytes"
 
 
+def test_unicode_code_points():
+    b = ta.encode(["naïve", "日本語", "", "\U0001F600"], "unicode")
+    assert b.codes.dtype == torch.int32 and b.lengths.tolist() == [5, 3, 0, 1]
+    assert b.decode() == ["naïve", "日本語", "", "\U0001F600"]
+    assert ta.encode([b"caf\xc3\xa9"], "unicode").codes.tolist() == [99, 97, 102, 233]  # bytes: UTF-8
+
+
 def test_from_padded_numpy_nested_tokens():
     padded = torch.tensor([[0, 1, 2, 3], [3, 3, 0, 0]], dtype=torch.uint8)
     b = ta.SequenceBatch.from_padded(padded, torch.tensor([4, 2]), "dna")

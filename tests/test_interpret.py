@@ -111,6 +111,7 @@ def test_levenshtein_cdist_tokens_boundaries(rng, algorithm):
 
     lev.check_cdist("cpu", rng, lengths=(0, 1, 7, 33), na=5, nb=4, algorithm=algorithm)
     lev.check_tokens("cpu", rng, n=5, max_len=20, algorithm="dp" if algorithm == "dp" else "auto")
+    lev.check_unicode_chars("cpu", rng, n=4, algorithm="dp" if algorithm == "dp" else "auto")
     lev.check_max_distance_boundaries("cpu", rng, n=4, algorithm=algorithm)
 
 

@@ -43,6 +43,7 @@ def test_cdist(rng):
 def test_tokens_and_unicode(rng):
     cases.check_tokens("cpu", rng)
     cases.check_unicode_bytes("cpu")
+    cases.check_unicode_chars("cpu", rng, n=30)
 
 
 def test_max_distance_boundaries(rng):

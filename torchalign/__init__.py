@@ -1,6 +1,6 @@
 """torchalign: batched sequence comparison operators for PyTorch, written in Triton."""
 
-from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, Alphabet
+from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, UNICODE, Alphabet
 from .batch import PackedBatch, SequenceBatch, encode
 from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
 from .hits import Hits
@@ -9,7 +9,7 @@ from .levenshtein import levenshtein, levenshtein_cdist
 __version__ = "0.1.0"
 
 __all__ = [
-    "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS",
+    "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS", "UNICODE",
     "SequenceBatch", "PackedBatch", "encode", "Hits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
     "levenshtein", "levenshtein_cdist",

@@ -28,7 +28,8 @@ class Alphabet:
     """A mapping from symbols to codes.
 
     ``symbols[i]`` is the symbol of code ``i``. ``case_sensitive=False`` accepts lower
-    case too. ``tokens`` alphabets have no symbols: codes are int32 ids >= 0 given directly.
+    case too. ``tokens`` alphabets have no symbols: codes are int32 ids >= 0 given directly;
+    ``unicode`` encodes str as int32 code points (one code per character).
 
     >>> import torchalign as ta
     >>> ta.DNA.encode_str("ACGTN").tolist()
@@ -77,6 +78,9 @@ class Alphabet:
 
     def encode_str(self, seq: str | bytes, what: str = "sequence") -> torch.Tensor:
         """Codes of one sequence as a CPU tensor; ValueError names the first bad symbol."""
+        if self.name == "unicode":  # int32 code points: character-level distances (CER)
+            text = seq if isinstance(seq, str) else bytes(seq).decode("utf-8")
+            return torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.int32))
         if isinstance(seq, str):
             if self.name == "bytes":
                 raw = seq.encode("utf-8")  # bytes alphabet: compare UTF-8 bytes
@@ -103,6 +107,8 @@ class Alphabet:
     def decode(self, codes) -> str:
         """Symbols of a 1-D code tensor or array (tokens: space-separated ids)."""
         codes = torch.as_tensor(codes).cpu().numpy()
+        if self.name == "unicode":
+            return "".join(map(chr, codes.tolist()))
         if self.symbols is None:
             return " ".join(str(int(c)) for c in codes)
         if self.name == "bytes":
@@ -134,8 +140,9 @@ RNA = Alphabet("rna", _DNA.replace("T", "U"), aliases={},
 PROTEIN = Alphabet("protein", "ARNDCQEGHILKMFPSTWYVBZX*UO")
 BYTES = Alphabet("bytes", "".join(chr(i) for i in range(256)), case_sensitive=True)
 TOKENS = Alphabet("tokens", None, case_sensitive=True)
+UNICODE = Alphabet("unicode", None, case_sensitive=True)  # str -> int32 code points
 
-_BY_NAME = {a.name: a for a in (DNA, RNA, PROTEIN, BYTES, TOKENS)}
+_BY_NAME = {a.name: a for a in (DNA, RNA, PROTEIN, BYTES, TOKENS, UNICODE)}
 
 
 def get_alphabet(alphabet: str | Alphabet) -> Alphabet:

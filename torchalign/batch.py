@@ -99,11 +99,12 @@ class SequenceBatch:
     def from_strings(cls, seqs, alphabet="bytes") -> "SequenceBatch":
         """From a list of str/bytes: one table lookup over all of them joined."""
         alpha = get_alphabet(alphabet)
-        if alpha.is_tokens:
-            raise TypeError("alphabet 'tokens' takes int32 ids (tensors or arrays), not strings")
+        if alpha.name == "tokens":
+            raise TypeError("alphabet 'tokens' takes int32 ids (tensors or arrays), not strings; "
+                            "alphabet 'unicode' encodes characters")
         parts = [alpha.encode_str(s, what=f"sequence {i}") for i, s in enumerate(seqs)]
         lengths = torch.tensor([p.numel() for p in parts], dtype=torch.int64)
-        codes = torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
+        codes = torch.cat(parts) if parts else torch.empty(0, dtype=alpha.dtype)
         return cls(codes, _offsets(lengths), alpha, int(codes.max()) if codes.numel() else -1, _longest(lengths))
 
     @classmethod

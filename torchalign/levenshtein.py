@@ -14,8 +14,8 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
     """Edit distance (unit-cost insertions, deletions, substitutions) of each pair: int32[B].
 
     ``a`` and ``b`` hold B sequences each, of any lengths; plain strings are compared as
-    UTF-8 bytes unless ``alphabet`` says otherwise; int32 token ids (``alphabet="tokens"``)
-    give word-level distances (WER). With ``max_distance``, pairs further apart report
+    UTF-8 bytes unless ``alphabet`` says otherwise: ``alphabet="unicode"`` compares
+    characters (CER), int32 token ids (``alphabet="tokens"``) give word-level distances (WER). With ``max_distance``, pairs further apart report
     ``max_distance + 1``. ``algorithm`` picks the GPU kernel: "myers" (bit-vector, 64 DP
     cells per word; the shorter side of every pair <= 128 codes, alphabets <= 256 codes),
     "dp" (row-parallel DP, any lengths and token ids) or "auto" (myers where it applies);
@@ -26,6 +26,8 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
     [3, 2, 3]
     >>> ta.levenshtein(["kitten"], ["sitting"], max_distance=2).tolist()
     [3]
+    >>> ta.levenshtein(["naïve café"], ["naive cafe"], alphabet="unicode").tolist()
+    [2]
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
     if len(a) != len(b):
