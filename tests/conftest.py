@@ -2,6 +2,7 @@
 own process), GPU (`pytest -m gpu`, skipped without CUDA)."""
 
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+@pytest.fixture
+def rng():
+    """A fresh random generator per test; its seed is printed (shown on failure)."""
+    seed = random.randrange(2**32)
+    print("seed", seed)
+    return random.Random(seed)
 
 
 @pytest.fixture

@@ -13,13 +13,6 @@ from . import reference as ref
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def rng():
-    seed = random.randrange(2**32)
-    print("seed", seed)
-    return random.Random(seed)
-
-
 @pytest.mark.parametrize("alphabet", ["dna", "protein", "bytes"])
 def test_pairs(rng, alphabet):
     cases.check_pairs("cuda", rng, n=300, alphabet=alphabet)

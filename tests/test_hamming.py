@@ -1,6 +1,5 @@
 """Hamming family on the CPU: against the plain reference, edge cases, errors, properties."""
 
-import random
 
 import pytest
 import torch
@@ -12,13 +11,6 @@ import torchalign as ta
 from . import hamming_cases as cases
 from . import reference as ref
 from .conftest import read_fasta
-
-
-@pytest.fixture
-def rng():
-    seed = random.randrange(2**32)
-    print("seed", seed)  # shown on failure
-    return random.Random(seed)
 
 
 @pytest.mark.parametrize("alphabet", ["dna", "protein", "bytes"])

@@ -14,13 +14,6 @@ from . import reference as ref
 pytestmark = [pytest.mark.interpret, pytest.mark.usefixtures("kernels_on_cpu")]
 
 
-@pytest.fixture
-def rng():
-    seed = random.randrange(2**32)
-    print("seed", seed)
-    return random.Random(seed)
-
-
 @pytest.mark.parametrize("alphabet", ["dna", "bytes"])
 def test_pairs(rng, alphabet):
     cases.check_pairs("cpu", rng, n=20, alphabet=alphabet)

@@ -15,13 +15,6 @@ from . import reference as ref
 from .conftest import read_fasta
 
 
-@pytest.fixture
-def rng():
-    seed = random.randrange(2**32)
-    print("seed", seed)
-    return random.Random(seed)
-
-
 def test_pairs_many_lengths(rng):
     cases.check_pairs("cpu", rng, lengths=(0, 1, 63, 64, 65, 1000), n=40)
 
