@@ -63,3 +63,36 @@ def levenshtein(a, b) -> int:
             cur[j] = min(prev[j - 1] + (a[i - 1] != b[j - 1]), prev[j] + 1, cur[j - 1] + 1)
         prev = cur
     return prev[-1]
+
+
+def asm_column(p, t) -> list[int]:
+    """D[m][j] for j = 0 .. len(t): the least edit distance of p to a substring of t ending
+    at j (semi-global: the first DP row is all zeros)."""
+    prev = [0] * (len(t) + 1)
+    for i in range(1, len(p) + 1):
+        cur = [i] + [0] * len(t)
+        for j in range(1, len(t) + 1):
+            cur[j] = min(prev[j - 1] + (p[i - 1] != t[j - 1]), prev[j] + 1, cur[j - 1] + 1)
+        prev = cur
+    return prev
+
+
+def asm_hits(texts, patterns, k, both_strands=False):
+    """Sorted (pattern, text, start, end, distance, strand): every end with distance <= k,
+    start the earliest one whose substring is at that distance (by brute force)."""
+    hits = []
+    for pi, p in enumerate(patterns):
+        variants = [(0, p)] + ([(1, revcomp(p))] if both_strands else [])
+        for ti, t in enumerate(texts):
+            for strand, q in variants:
+                for end, d in enumerate(asm_column(q, t)):
+                    if d <= k:
+                        start = next(s for s in range(end + 1) if levenshtein(q, t[s:end]) == d)
+                        hits.append((pi, ti, start, end, d, strand))
+    return sorted(hits, key=lambda h: (h[0], h[1], h[3], h[5]))
+
+
+def asm_best(texts, patterns):
+    """([[distance]], [[first end]]) of every pattern x text."""
+    cols = [[asm_column(p, t) for t in texts] for p in patterns]
+    return [[min(c) for c in row] for row in cols], [[c.index(min(c)) for c in row] for row in cols]

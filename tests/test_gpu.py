@@ -115,3 +115,60 @@ def test_levenshtein_cuda_equals_cpu_on_proteins():
     a, b = ta.encode(prots[:60], "protein"), ta.encode(prots[60:], "protein")
     got = ta.levenshtein_cdist(a.to("cuda"), b.to("cuda"))
     assert torch.equal(got.cpu(), ta.levenshtein_cdist(a, b))
+
+
+def test_levenshtein_myers_multiword_cdist(rng):
+    from . import levenshtein_cases as lev
+
+    lev.check_cdist("cuda", rng, lengths=(0, 63, 200, 1000), na=24, nb=20, algorithm="myers")
+
+
+# ---- approximate matching (k differences) -------------------------------------------------
+@pytest.mark.parametrize("k,both_strands", [(0, False), (3, True)])
+def test_asm_search(rng, k, both_strands):
+    from . import asm_cases as asm
+
+    asm.check_search("cuda", rng, k=k, both_strands=both_strands, text_lens=(0, 1, 300, 2000),
+                     pat_lens=(1, 20, 64, 65, 200), n_pat=8)
+
+
+def test_asm_best_profile_edlib_tokens(rng):
+    from . import asm_cases as asm
+
+    asm.check_best_and_profile("cuda", rng, text_lens=(0, 1, 300, 1000), pat_lens=(1, 20, 70, 130))
+    asm.check_edlib("cuda", rng, n=20, text_len=3000, m=200)
+    asm.check_k_boundaries("cuda", rng)
+    asm.check_tokens_and_unicode("cuda", rng)
+
+
+def test_asm_cuda_equals_cpu_on_the_contig():
+    from .conftest import read_fasta
+    from .hamming_cases import mutate
+
+    rng = random.Random(3)
+    contig = read_fasta("contig_OFHT01000022.fna")[0][1].upper()
+    patterns = [mutate(rng, contig[i : i + m], 3) for i, m in ((1000, 30), (250_000, 100), (397_000, 700))]
+    t, p = ta.encode(contig, "dna"), ta.encode(patterns + ["ACGTACGTTTGACA"], "dna")
+    for fn in (lambda t, p: ta.asm_search(t, p, 6, both_strands=True), ta.asm_best):
+        want = fn(t, p)
+        got = fn(t.to("cuda"), p.to("cuda"))
+        assert all(torch.equal(g.cpu(), w) for g, w in zip(got, want))
+    assert torch.equal(ta.asm_profile(t.to("cuda"), p.to("cuda")).cpu(), ta.asm_profile(t, p))
+
+
+def test_asm_genome_scale_single_pattern():
+    """A 20 Mbp text and one pattern: chunked over the GPU; planted matches at chunk-sized strides."""
+    rng = torch.Generator().manual_seed(1)
+    text = torch.randint(0, 4, (20_000_000,), dtype=torch.uint8, generator=rng)
+    pat = torch.randint(0, 4, (150,), dtype=torch.uint8, generator=rng)
+    spots = list(range(123_457, 20_000_000 - 200, 1_999_993))
+    for s in spots:
+        text[s : s + 150] = pat
+        text[s + 70] = (text[s + 70] + 1) % 4  # one substitution
+    t, p = ta.encode(text.cuda(), "dna"), ta.encode(pat.cuda(), "dna")
+    hits = ta.asm_search(t, p, 1)
+    assert [(s, s + 150) for s in spots] == [(a, b) for a, b, d in zip(hits.start.tolist(), hits.end.tolist(),
+                                                                         hits.distance.tolist()) if d == 1
+                                             and b - a == 150]
+    d, end = ta.asm_best(t, p)
+    assert int(d) == 1 and int(end) == spots[0] + 150

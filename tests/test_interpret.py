@@ -108,15 +108,15 @@ def test_levenshtein_cdist_tokens_boundaries(rng, algorithm):
     lev.check_max_distance_boundaries("cpu", rng, n=4, algorithm=algorithm)
 
 
-def test_levenshtein_myers_cdist_with_long_rows_side():
-    """a's side longer than 128: myers takes b's side as patterns and transposes."""
-    rng = random.Random(random.randrange(2**32))
-    a = [cases.rand_seq(rng, 150) for _ in range(3)]
-    b = [cases.rand_seq(rng, rng.randint(0, 100)) for _ in range(4)]
+def test_levenshtein_myers_multiword(rng):
+    """Patterns of 3 and 4 words (column state in memory), both sides longer in turn."""
+    a = [cases.rand_seq(rng, rng.choice([150, 200])) for _ in range(3)]
+    b = [cases.rand_seq(rng, rng.randint(0, 260)) for _ in range(4)]
+    b[0] = a[0][5:] + "ACG"
     got = ta.levenshtein_cdist(a, b, alphabet="dna", algorithm="myers")
     assert got.tolist() == [[ref.levenshtein(x, y) for y in b] for x in a]
-    with pytest.raises(ValueError, match="shorter side has <= 128"):
-        ta.levenshtein_cdist(a, a, alphabet="dna", algorithm="myers")
+    got = ta.levenshtein(a[:3], b[:3], alphabet="dna", algorithm="myers")
+    assert got.tolist() == [ref.levenshtein(x, y) for x, y in zip(a, b)]
 
 
 def test_levenshtein_launchers_small_chunks():
@@ -130,5 +130,55 @@ def test_levenshtein_launchers_small_chunks():
     want = [ref.levenshtein(x, y) for x in seqs for y in seqs]
     got = K.levenshtein_pairs(codes, starts, lens, starts, lens, 40, cdist=True, block=16, programs=3)
     assert got.tolist() == want
-    got = K.levenshtein_myers(codes, starts, lens, starts, lens, 3, cdist=True, block=16, table_bytes=3 * 16 * 2)
-    assert got.tolist() == want  # two patterns per match-mask chunk
+
+
+def test_myers_launcher_small_groups(monkeypatch):
+    from torchalign_kernels import myers as M
+
+    rng = random.Random(random.randrange(2**32))
+    seqs = [[rng.randrange(3) for _ in range(rng.randint(0, 40))] for _ in range(7)]
+    codes = torch.tensor(sum(seqs, []), dtype=torch.int32)
+    lens = torch.tensor([len(s) for s in seqs])
+    starts = torch.cumsum(lens, 0) - lens
+    monkeypatch.setattr(M, "STATE_BYTES", 2 * 7 * 16)  # cdist: two patterns per group
+    got = M.distances(codes, starts, lens, starts, lens, 3, 40, cdist=True, block=16)
+    assert got.tolist() == [ref.levenshtein(x, y) for x in seqs for y in seqs]
+    got = M.distances(codes, starts, lens, starts.flip(0), lens.flip(0), 3, 40, block=16)
+    assert got.tolist() == [ref.levenshtein(x, y) for x, y in zip(seqs, seqs[::-1])]
+
+
+# ---- approximate matching (k differences) -------------------------------------------------
+@pytest.mark.parametrize("k,both_strands", [(0, False), (2, True)])
+def test_asm_search(rng, k, both_strands):
+    from . import asm_cases as asm
+
+    asm.check_search("cpu", rng, k=k, both_strands=both_strands)
+
+
+def test_asm_search_multiword_and_chunk_edges(rng):
+    from . import asm_cases as asm
+
+    asm.check_search("cpu", rng, k=3, text_lens=(150, 300), pat_lens=(64, 65, 130), n_texts=2, n_pat=2)
+
+
+def test_asm_best_profile_edlib(rng):
+    from . import asm_cases as asm
+
+    asm.check_best_and_profile("cpu", rng, text_lens=(0, 1, 100, 200), pat_lens=(1, 20, 70))
+    asm.check_edlib("cpu", rng, n=2, text_len=200)
+    asm.check_k_boundaries("cpu", rng, n=2)
+
+
+def test_asm_big_alphabets(rng):
+    from . import asm_cases as asm
+
+    asm.check_tokens_and_unicode("cpu", rng)
+
+
+def test_asm_hit_capacity_overflow_relaunches(monkeypatch, rng):
+    from torchalign.ops import asm as ops
+
+    from . import asm_cases as asm
+
+    monkeypatch.setattr(ops, "FIRST_CAPACITY", 2)
+    assert len(asm.check_search("cpu", rng, k=3, text_lens=(60,), pat_lens=(4,))) > 2

@@ -1,16 +1,17 @@
 """torchalign: batched sequence comparison operators for PyTorch, written in Triton."""
 
 from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, UNICODE, Alphabet
+from .asm import asm_best, asm_profile, asm_search
 from .batch import PackedBatch, SequenceBatch, encode
 from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
-from .hits import Hits
+from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS", "UNICODE",
-    "SequenceBatch", "PackedBatch", "encode", "Hits",
+    "SequenceBatch", "PackedBatch", "encode", "Hits", "EditHits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
-    "levenshtein", "levenshtein_cdist",
+    "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
 ]

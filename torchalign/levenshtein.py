@@ -17,8 +17,8 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
     UTF-8 bytes unless ``alphabet`` says otherwise: ``alphabet="unicode"`` compares
     characters (CER), int32 token ids (``alphabet="tokens"``) give word-level distances (WER). With ``max_distance``, pairs further apart report
     ``max_distance + 1``. ``algorithm`` picks the GPU kernel: "myers" (bit-vector, 64 DP
-    cells per word; the shorter side of every pair <= 128 codes, alphabets <= 256 codes),
-    "dp" (row-parallel DP, any lengths and token ids) or "auto" (myers where it applies);
+    cells per word, any lengths, alphabets <= 256 codes), "dp" (row-parallel DP, any
+    lengths and token ids) or "auto" (myers where it applies);
     every choice gives the same integers, and the CPU always runs its DP.
 
     >>> import torchalign as ta

@@ -94,7 +94,7 @@ def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, code_bound, check):
 
 
 # ---------------------------------------------------------------- windows ------------
-def _patterns(pat_codes: Tensor, pat_offsets: Tensor, complement: Optional[Tensor]):
+def pattern_strands(pat_codes: Tensor, pat_offsets: Tensor, complement: Optional[Tensor]):
     """(codes, starts, lengths) of the patterns, then their reverse complements if asked."""
     starts = pat_offsets[:-1]
     lens = pat_offsets[1:] - starts
@@ -149,7 +149,7 @@ def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor,
     if check:
         code_bound, max_len = _window_checks("hamming_profile", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, None, n_symbols)
-    codes, starts, lens = _patterns(pat_codes, pat_offsets, None)
+    codes, starts, lens = pattern_strands(pat_codes, pat_offsets, None)
     if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0
     if use_kernels(text_codes):
@@ -174,7 +174,7 @@ def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor
     if check:
         code_bound, max_len = _window_checks("kmismatch_search", text_codes, text_offsets, pat_codes,
                                             pat_offsets, table, complement, n_symbols)
-    codes, starts, lens = _patterns(pat_codes, pat_offsets, complement)
+    codes, starts, lens = pattern_strands(pat_codes, pat_offsets, complement)
     n_pat = pat_offsets.numel() - 1
     if not check and max_len < 0:  # no hint: one host read
         max_len = int(lens.max()) if lens.numel() else 0

@@ -47,26 +47,25 @@ def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, 
 
 
 def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound, algorithm, cdist):
-    K = kernels("levenshtein")
     codes = torch.cat([a_codes, b_codes])  # one array: a pair may put either side on the rows
     a_starts, b_starts = a_offsets[:-1], b_offsets[:-1] + a_codes.numel()
     short = min(a_longest, b_longest)  # no pair has a shorter side longer than this
     if algorithm == "auto":
-        algorithm = "myers" if short <= K.MYERS_MAX_PATTERN and code_bound <= MYERS_MAX_SYMBOLS else "dp"
+        algorithm = "myers" if code_bound <= MYERS_MAX_SYMBOLS else "dp"
     if algorithm == "dp":
-        return K.levenshtein_pairs(codes, a_starts, la, b_starts, lb, short, cdist=cdist)
-    if short > K.MYERS_MAX_PATTERN:
-        raise ValueError(f"algorithm='myers' takes sequences whose shorter side has <= {K.MYERS_MAX_PATTERN} "
-                         f"codes, got {short}; use algorithm='auto' or 'dp'")
-    if not cdist:  # per pair, the shorter sequence is the pattern
+        return kernels("levenshtein").levenshtein_pairs(codes, a_starts, la, b_starts, lb, short, cdist=cdist)
+    if code_bound > MYERS_MAX_SYMBOLS:
+        raise ValueError(f"algorithm='myers' takes alphabets of <= {MYERS_MAX_SYMBOLS} codes, got codes up to "
+                         f"{code_bound - 1}; use algorithm='auto' or 'dp'")
+    K = kernels("myers")
+    if not cdist:  # per pair, the shorter sequence is the pattern (the DP's rows)
         swap = lb < la
-        return K.levenshtein_myers(codes, torch.where(swap, b_starts, a_starts), torch.minimum(la, lb),
-                                   torch.where(swap, a_starts, b_starts), torch.maximum(la, lb), code_bound)
-    na, nb = la.numel(), lb.numel()
-    if a_longest <= K.MYERS_MAX_PATTERN:
-        return K.levenshtein_myers(codes, a_starts, la, b_starts, lb, code_bound, cdist=True)
-    d = K.levenshtein_myers(codes, b_starts, lb, a_starts, la, code_bound, cdist=True)  # b's side as patterns
-    return d.reshape(nb, na).T.reshape(-1)
+        return K.distances(codes, torch.where(swap, b_starts, a_starts), torch.minimum(la, lb),
+                           torch.where(swap, a_starts, b_starts), torch.maximum(la, lb), code_bound, short)
+    if a_longest <= b_longest:
+        return K.distances(codes, a_starts, la, b_starts, lb, code_bound, a_longest, cdist=True)
+    d = K.distances(codes, b_starts, lb, a_starts, la, code_bound, b_longest, cdist=True)  # b's side as patterns
+    return d.reshape(lb.numel(), la.numel()).T.reshape(-1)
 
 
 @torch.library.custom_op("torchalign::levenshtein", mutates_args=(), device_types=DEVICES)
