@@ -167,6 +167,27 @@ def test_grep_random_against_brute_force(tmp_path, capsys, seed):
     assert f"{len(lines)} hits in {len(records)} records" in err
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_grep_edits_against_brute_force(tmp_path, capsys, seed):
+    from .reference import asm_hits
+
+    rng = random.Random(seed)
+    records = random_records(rng, rng.randint(1, 4), "ACGT")
+    patterns = ["".join(rng.choice("ACGT") for _ in range(rng.randint(3, 8))) for _ in range(rng.randint(1, 2))]
+    k, both = rng.randint(0, 2), bool(seed & 1)
+    path = write_fasta(tmp_path / "r.fa", records)
+    assert main(["grep", ",".join(patterns), str(path), "-k", str(k), "--edits"] + ["--both-strands"] * both) == 0
+    header, *lines = capsys.readouterr().out.splitlines()
+    assert header.endswith("start\tend\tstrand\tdistance\tmatch")
+    texts = [t for _, t in records]
+    want = []
+    for p, r, start, end, d, strand in asm_hits(texts, patterns, k, both_strands=both):
+        match = texts[r][start:end] if strand == 0 else revcomp(texts[r][start:end])
+        pat = f"{patterns[p]}\t" if len(patterns) > 1 else ""
+        want.append((r, end, strand, p, f"{records[r][0]}\t{pat}{start}\t{end}\t{'+-'[strand]}\t{d}\t{match}"))
+    assert lines == [w[-1] for w in sorted(want)]
+
+
 def test_grep_empty_file(tmp_path, capsys):
     path = tmp_path / "none.fa"
     path.write_text("")
@@ -181,6 +202,7 @@ def test_grep_empty_file(tmp_path, capsys):
     (["A", "--max-hits", "10"], "more than 10 hits"),
     (["ACGT", "--device", "tpu"], "invalid choice"),
     (["ACGT", "-k", "two"], "invalid int value"),
+    (["ACGT", "--edits", "--iupac"], "--iupac works with mismatches only"),
 ])
 def test_grep_bad_input(capsys, args, message):
     assert main(["grep", *args]) == 2

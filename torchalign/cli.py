@@ -51,13 +51,18 @@ def main(argv=None) -> int:
 def _parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(prog="torchalign", description=ta.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches",
+    g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches (or k edits)",
                        description="Print every window of every record within Hamming distance k "
                                    "of a pattern, one tab-separated line per hit; mismatched "
-                                   "residues of the match are in lower case.")
+                                   "residues of the match are in lower case. With --edits: every "
+                                   "end position where the pattern matches with at most k "
+                                   "insertions, deletions and substitutions, with the earliest start "
+                                   "of such a match (start and end 0-based, end exclusive).")
     g.add_argument("pattern", help="DNA pattern, or several separated by commas")
     g.add_argument("file", nargs="?", help="FASTA/FASTQ file, .gz too (default: the bundled MT-human.fa)")
-    g.add_argument("-k", type=int, default=0, help="most mismatches allowed (default 0)")
+    g.add_argument("-k", type=int, default=0, help="most mismatches (or edits) allowed (default 0)")
+    g.add_argument("--edits", action="store_true",
+                   help="k differences (edit distance) instead of k mismatches")
     g.add_argument("--both-strands", action="store_true", help="also search the reverse complement")
     g.add_argument("--iupac", action="store_true",
                    help="ambiguity codes in the pattern match their sets (N matches anything)")
@@ -85,6 +90,8 @@ def _grep(args) -> int:
         raise UsageError(f"-k must be >= 0, got {args.k}")
     if args.max_hits < 0:
         raise UsageError(f"--max-hits must be >= 0, got {args.max_hits}")
+    if args.edits and args.iupac:
+        raise UsageError("--iupac works with mismatches only; drop --edits or --iupac")
     device = _device(args.device)
     names = [p.strip() for p in args.pattern.split(",")]
     if not all(names):
@@ -105,24 +112,33 @@ def _search_file(path, names, patterns, device, args) -> tuple[int, int, int]:
     table = ta.DNA.iupac_match_table() if args.iupac else None
     pattern_names = names if len(names) > 1 else None
     pattern_col = "pattern\t" if pattern_names else ""
-    header = f"#record\t{pattern_col}position\tstrand\tdistance\tmatch\n"
+    where = "start\tend" if args.edits else "position"
+    header = f"#record\t{pattern_col}{where}\tstrand\tdistance\tmatch\n"
     on_device = patterns.to(device)
     n_hits = n_records = n_residues = 0
     large = os.path.getsize(path) > PROGRESS_MIN_BYTES
     with tqdm(unit="bp", unit_scale=True, file=sys.stderr, disable=None if large else True) as bar:
         for records, texts in iter_batches(path, "dna", max_residues=CHUNK_RESIDUES):
+            budget = args.max_hits - n_hits
             try:
-                hits = ta.kmismatch_search(texts.to(device), on_device, args.k, both_strands=args.both_strands,
-                                           iupac=args.iupac, max_hits=args.max_hits - n_hits)
+                if args.edits:
+                    hits = ta.asm_search(texts.to(device), on_device, args.k, both_strands=args.both_strands,
+                                         max_hits=budget)
+                else:
+                    hits = ta.kmismatch_search(texts.to(device), on_device, args.k, both_strands=args.both_strands,
+                                               iupac=args.iupac, max_hits=budget)
             except ValueError:  # inputs are valid by now: only the hit budget can be exceeded
                 raise UsageError(f"more than {args.max_hits} hits; raise --max-hits or lower -k") from None
-            hits = ta.Hits(*(t.cpu() for t in hits))
-            lines = _hit_lines(hits, records, pattern_names, texts, patterns, table)
+            hits = type(hits)(*(t.cpu() for t in hits))
+            if args.edits:
+                lines = _edit_hit_lines(hits, records, pattern_names, texts)
+            else:
+                lines = _hit_lines(hits, records, pattern_names, texts, patterns, table)
             with tqdm.external_write_mode(file=sys.stdout):
                 sys.stdout.write(header + lines)  # the header waits until the file has been read
                 sys.stdout.flush()
             header = ""
-            n_hits += hits.position.numel()
+            n_hits += hits.distance.numel()
             n_records += len(texts)
             n_residues += texts.codes.numel()
             bar.update(texts.codes.numel())
@@ -169,6 +185,24 @@ def _hit_lines(hits, records, pattern_names, texts, patterns, table) -> str:
         columns.append([pattern_names[p] for p in hits.pattern[order].tolist()])
     columns += [hits.position[order].tolist(), ["+-"[s] for s in hits.strand[order].tolist()],
                 hits.distance[order].tolist(), [matches[i] for i in order.tolist()]]
+    return "".join("\t".join(map(str, row)) + "\n" for row in zip(*columns))
+
+
+def _edit_hit_lines(hits, records, pattern_names, texts) -> str:
+    """Tab-separated lines in (record, end, strand, pattern) order; the match is the text
+    from start to end (reverse-complemented on strand "-", so it reads like the pattern)."""
+    order = np.lexsort((hits.pattern.numpy(), hits.strand.numpy(), hits.end.numpy(), hits.text.numpy()))
+    base = texts.offsets[hits.text]
+    columns = [[records[t] for t in hits.text[order].tolist()]]
+    if pattern_names:
+        columns.append([pattern_names[p] for p in hits.pattern[order].tolist()])
+    complement = ta.DNA.complement_codes()
+    matches = []
+    for i in order.tolist():
+        codes = texts.codes[base[i] + hits.start[i] : base[i] + hits.end[i]]
+        matches.append(ta.DNA.decode(complement[codes.long()].flip(0) if hits.strand[i] else codes))
+    columns += [hits.start[order].tolist(), hits.end[order].tolist(), ["+-"[s] for s in hits.strand[order].tolist()],
+                hits.distance[order].tolist(), matches]
     return "".join("\t".join(map(str, row)) + "\n" for row in zip(*columns))
 
 
