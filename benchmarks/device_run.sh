@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One call on the lent GPU: install, GPU tests, interpreter tests under its triton, benchmark.
-#   run with carry [".data"]: bash benchmarks/device_run.sh COMMIT [bench args...]
+# One call on the lent GPU: install, GPU tests, interpreter tests under its triton, benchmarks.
+#   run with carry [".data", ".whl"]: [SKIP_TESTS=1] [BENCH="levenshtein asm"] bash benchmarks/device_run.sh COMMIT
 set -uo pipefail
 commit=${1:-unknown}; shift || true
 export PYTHONUNBUFFERED=1 TORCHALIGN_TEST_DATA=$PWD/.data OUT=${OUT:-/tmp/out}
@@ -14,5 +14,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then
   python3 -m pytest -q -m gpu -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 25
   TRITON_INTERPRET=1 python3 -m pytest -q -m interpret -p no:cacheprovider 2>&1 | tail -n 3
   torchalign grep TTAATTAATGC -k 2 --both-strands --device cuda > "$OUT/grep.tsv"; head -n 4 "$OUT/grep.tsv"
+  torchalign grep TTAATTAATGC -k 2 --edits --both-strands --device cuda > "$OUT/grep-edits.tsv"; head -n 4 "$OUT/grep-edits.tsv"
 fi
-python3 benchmarks/hamming.py --commit "$commit" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench.log"
+for b in ${BENCH-hamming levenshtein asm}; do
+  python3 benchmarks/$b.py --commit "$commit" --out "$OUT" "$@" 2>&1 | tee "$OUT/bench-$b.log"
+done

@@ -65,12 +65,15 @@ def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,
     k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
-    MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
+    MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, STEP: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     """Lane l of program (i, q) is text stretch l = i * BLOCK + arange; its pattern is
     lane_pat[l] (PER_LANE_PATTERN) or q = program_id(1) for every lane (uniform match
     masks). Outputs and state index q * n_lanes + l. WORDS: 1 or 2 keep the column in
-    registers (n_words <= WORDS); 0 keeps n_words words per lane in ``state``."""
+    registers (n_words <= WORDS); 0 keeps n_words words per lane in ``state``. STEP: 8 reads
+    eight uint8 codes per lane at once (a lane's codes are contiguous, the lanes' are not:
+    one load per code would cost an L1 transaction per lane per column); 1 reads int32 codes."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = lane < n_lanes
     if PER_LANE_PATTERN:
@@ -108,62 +111,74 @@ def myers_kernel(
     if MODE == HITS:
         tag = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
         first = ok & (own <= t0) & (score <= k)
-        if tl.max(first.to(tl.int32), 0) > 0:
-            _append(first, t0, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr, out4_ptr)
+        _append(first, t0, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr, out4_ptr)
     if MODE == LAST:
         target = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
         last = tl.where(ok & (score == target), 0, -1).to(tl.int64)
     n_max = tl.max(n, 0)
-    j = 0
-    while j < n_max:
-        live = ok & (j < n)
-        if MODE == LAST:
-            pos = t0 + n - 1 - j
-        else:
-            pos = t0 + j
-        c = tl.load(codes_ptr + pos, mask=live, other=0).to(tl.int64)
-        known = live & (c < n_sym)
-        eq_row = table + c * n_words
-        if WORDS == 0:
-            hin = top
-            h = tl.zeros((BLOCK,), tl.int32)
-            w = 0
-            while w < n_words:
-                eq = tl.load(eq_row + w, mask=known, other=0).to(tl.uint64, bitcast=True)
-                pv_at = state_ptr + (2 * w) * n_state + slot
-                mv_at = state_ptr + (2 * w + 1) * n_state + slot
-                pv = tl.load(pv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-                mv = tl.load(mv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-                pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
-                tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=ok)
-                tl.store(mv_at, mv.to(tl.int64, bitcast=True), mask=ok)
-                h = tl.where(last_word == w, _delta(ph, mh, last_bit), h)
-                hin = _delta(ph, mh, tl.full((BLOCK,), 63, tl.int32))
-                w += 1
-        else:
-            eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
-            pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
-            h = _delta(ph0, mh0, last_bit)
-            if WORDS == 2:
-                eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
-                h0 = _delta(ph0, mh0, tl.full((BLOCK,), 63, tl.int32))
-                pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, h0, ones)
-                h = tl.where(last_word == 1, _delta(ph1, mh1, last_bit), h)
-        score += tl.where(live & (m > 0), h, 0)
-        end = pos + 1
-        if MODE == HITS:
-            hit = live & (end >= own) & (score <= k)
-            if tl.max(hit.to(tl.int32), 0) > 0:
+    sub = tl.arange(0, STEP)
+    j0 = 0
+    while j0 < n_max:
+        if STEP > 1:  # STEP codes per lane in one load, packed 8 bits each into an int64
+            idx = j0 + sub[None, :]
+            if MODE == LAST:
+                at = (t0 + n - 1)[:, None] - idx
+            else:
+                at = t0[:, None] + idx
+            codes = tl.load(codes_ptr + at, mask=ok[:, None] & (idx < n[:, None]), other=0).to(tl.int64)
+            packed = tl.sum(codes << (sub[None, :] * 8).to(tl.int64), 1)
+        for u in tl.static_range(STEP):
+            j = j0 + u
+            live = ok & (j < n)
+            if MODE == LAST:
+                pos = t0 + n - 1 - j
+            else:
+                pos = t0 + j
+            if STEP > 1:
+                c = (packed >> (8 * u)) & 255
+            else:
+                c = tl.load(codes_ptr + pos, mask=live, other=0).to(tl.int64)
+            known = live & (c < n_sym)
+            eq_row = table + c * n_words
+            if WORDS == 0:
+                hin = top
+                h = tl.zeros((BLOCK,), tl.int32)
+                w = 0
+                while w < n_words:
+                    eq = tl.load(eq_row + w, mask=known, other=0).to(tl.uint64, bitcast=True)
+                    pv_at = state_ptr + (2 * w) * n_state + slot
+                    mv_at = state_ptr + (2 * w + 1) * n_state + slot
+                    pv = tl.load(pv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
+                    mv = tl.load(mv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
+                    pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
+                    tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=ok)
+                    tl.store(mv_at, mv.to(tl.int64, bitcast=True), mask=ok)
+                    h = tl.where(last_word == w, _delta(ph, mh, last_bit), h)
+                    hin = _delta(ph, mh, tl.full((BLOCK,), 63, tl.int32))
+                    w += 1
+            else:
+                eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
+                pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
+                h = _delta(ph0, mh0, last_bit)
+                if WORDS == 2:
+                    eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
+                    h0 = _delta(ph0, mh0, tl.full((BLOCK,), 63, tl.int32))
+                    pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, h0, ones)
+                    h = tl.where(last_word == 1, _delta(ph1, mh1, last_bit), h)
+            score += tl.where(live & (m > 0), h, 0)
+            end = pos + 1
+            if MODE == HITS:
+                hit = live & (end >= own) & (score <= k)
                 _append(hit, end, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr, out4_ptr)
-        if MODE == BEST:
-            better = live & (end >= own) & (score < best)
-            best_end = tl.where(better, end, best_end)
-            best = tl.where(better, score, best)
-        if MODE == PROFILE:
-            tl.store(out_ptr + q * out_stride + pos, score, mask=live & (end >= own))
-        if MODE == LAST:
-            last = tl.where(live & (score == target), j + 1, last)
-        j += 1
+            if MODE == BEST:
+                better = live & (end >= own) & (score < best)
+                best_end = tl.where(better, end, best_end)
+                best = tl.where(better, score, best)
+            if MODE == PROFILE:
+                tl.store(out_ptr + q * out_stride + pos, score, mask=live & (end >= own))
+            if MODE == LAST:
+                last = tl.where(live & (score == target), j + 1, last)
+        j0 += STEP
     if MODE == DIST:
         tl.store(out_ptr + slot, tl.where(m > 0, score, n.to(tl.int32)), mask=ok)  # empty pattern: n
     if MODE == BEST:
@@ -175,10 +190,9 @@ def myers_kernel(
 
 @triton.jit
 def _append(hit, end, q, score, tag, counter_ptr, capacity, end_out, pat_out, dist_out, tag_out):
-    """Append the lanes' hits (end, pattern, distance, tag); slots past capacity are counted only."""
-    flat = hit.to(tl.int32)
-    base = tl.atomic_add(counter_ptr, tl.sum(flat, 0).to(tl.int64))
-    slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
+    """Append the lanes' hits (end, pattern, distance, tag), one predicated atomic per lane
+    (no block-wide reduction on the hot path); slots past capacity are counted only."""
+    slot = tl.atomic_add(counter_ptr + tl.zeros_like(end), tl.full(end.shape, 1, tl.int64), mask=hit)
     keep = hit & (slot < capacity)
     tl.store(end_out + slot, end, mask=keep)
     tl.store(pat_out + slot, q.to(tl.int32), mask=keep)
@@ -233,7 +247,8 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
         k, q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
         dummy if out4 is None else out4, out_stride,
         dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=in_regs, BLOCK=block,
+        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=in_regs,
+        STEP=8 if codes.dtype == torch.uint8 else 1, BLOCK=block,
         num_warps=num_warps,
     )
 
