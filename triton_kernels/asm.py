@@ -18,6 +18,7 @@ from . import myers
 
 TARGET_LANES = 1 << 17  # chunks x patterns enough to fill a GPU several times over
 MAX_CHUNK = 1 << 16
+OVERLAP_SHARE = 1  # a chunk owns at least overlap / OVERLAP_SHARE ends (measured: 1 beats 2 and 4)
 TABLE_BYTES = 1 << 28  # match masks per launch
 FAR = 1 << 62  # the "own" end of a padding chunk: it reports nothing
 
@@ -31,7 +32,7 @@ def chunks(text_offsets, total: int, n_pat: int, overlap: int):
     """
     dev = text_offsets.device
     n_texts = text_offsets.numel() - 1
-    size = min(MAX_CHUNK, max(64, overlap // 2, triton.cdiv(total * max(n_pat, 1), TARGET_LANES)))
+    size = min(MAX_CHUNK, max(64, overlap // OVERLAP_SHARE, triton.cdiv(total * max(n_pat, 1), TARGET_LANES)))
     lens = text_offsets[1:] - text_offsets[:-1]
     per_text = torch.clamp((lens + size - 1) // size, min=1)
     ends = torch.cumsum(per_text, 0)

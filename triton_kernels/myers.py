@@ -54,10 +54,29 @@ def _myers_word(pv, mv, eq, hin, ones):
 
 
 @triton.jit
-def _delta(ph, mh, i):
-    """The horizontal delta (-1, 0, 1) of row i of a block."""
-    s = i.to(tl.uint64)
-    return ((ph >> s) & 1).to(tl.int32) - ((mh >> s) & 1).to(tl.int32)
+def _delta(ph, mh, mask):
+    """The horizontal delta (-1, 0, 1) of the block row whose bit is set in ``mask``."""
+    return ((ph & mask) != 0).to(tl.int32) - ((mh & mask) != 0).to(tl.int32)
+
+
+@triton.jit
+def _carry(ph, mh):
+    """The horizontal delta leaving a block's bottom row (bit 63): the next block's hin."""
+    return (ph >> 63).to(tl.int32) - (mh >> 63).to(tl.int32)
+
+
+@triton.jit
+def _memory_word(eq_row, w, state_ptr, n_state, slot, ok, known, hin, h, last_word, last_mask, ones):
+    """Hyyro's step on word w of a column kept in ``state``; returns (carry out, h)."""
+    eq = tl.load(eq_row + w, mask=known, other=0).to(tl.uint64, bitcast=True)
+    pv_at = state_ptr + (2 * w) * n_state + slot
+    mv_at = state_ptr + (2 * w + 1) * n_state + slot
+    pv = tl.load(pv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
+    mv = tl.load(mv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
+    pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
+    tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=ok)
+    tl.store(mv_at, mv.to(tl.int64, bitcast=True), mask=ok)
+    return _carry(ph, mh), tl.where(last_word == w, _delta(ph, mh, last_mask), h)
 
 
 @triton.jit
@@ -65,15 +84,13 @@ def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,
     k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
-    MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, STEP: tl.constexpr,
-    BLOCK: tl.constexpr,
+    MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Lane l of program (i, q) is text stretch l = i * BLOCK + arange; its pattern is
     lane_pat[l] (PER_LANE_PATTERN) or q = program_id(1) for every lane (uniform match
     masks). Outputs and state index q * n_lanes + l. WORDS: 1 or 2 keep the column in
-    registers (n_words <= WORDS); 0 keeps n_words words per lane in ``state``. STEP: 8 reads
-    eight uint8 codes per lane at once (a lane's codes are contiguous, the lanes' are not:
-    one load per code would cost an L1 transaction per lane per column); 1 reads int32 codes."""
+    registers; 0 keeps n_words words per lane in ``state`` (patterns longer than
+    myers_wave.MAX_WORDS words; shorter ones of 3+ words run in myers_wave)."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = lane < n_lanes
     if PER_LANE_PATTERN:
@@ -84,13 +101,13 @@ def myers_kernel(
         slot = q * n_lanes + lane
     m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
     t0 = tl.load(lane_start_ptr + lane, mask=ok, other=0)
-    n = tl.load(lane_len_ptr + lane, mask=ok, other=0)
+    n = tl.load(lane_len_ptr + lane, mask=ok, other=0).to(tl.int32)  # a lane's stretch < 2^31
     row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
     last_word = row // 64
-    last_bit = row % 64
     table = peq_ptr + q * n_sym * n_words
     zero = tl.zeros((BLOCK,), tl.uint64)
     ones = zero - 1  # all bits set
+    last_mask = (zero + 1) << (row % 64).to(tl.uint64)
     if MODE == DIST or MODE == LAST:
         top = tl.full((BLOCK,), 1, tl.int32)  # row 0 is D[0][j] = j
     else:
@@ -104,88 +121,66 @@ def myers_kernel(
             w += 1
     score = m  # D[m][0]
     if MODE == HITS or MODE == BEST or MODE == PROFILE:
+        # column j (after code j) is the end t0 + j + 1: reported from column first_j on
         own = tl.load(lane_own_ptr + lane, mask=ok, other=0)
+        first_j = (tl.minimum(tl.maximum(own - t0, 0), n.to(tl.int64) + 1) - 1).to(tl.int32)
     if MODE == BEST:
-        best = tl.where(ok & (own <= t0), score, BIG)
-        best_end = t0
+        best = tl.where(ok & (first_j < 0), score, BIG)
+        best_j = tl.zeros((BLOCK,), tl.int32)  # columns consumed at the best end
     if MODE == HITS:
         tag = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
-        first = ok & (own <= t0) & (score <= k)
+        first = ok & (first_j < 0) & (score <= k)
         _append(first, t0, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr, out4_ptr)
     if MODE == LAST:
         target = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
-        last = tl.where(ok & (score == target), 0, -1).to(tl.int64)
+        last = tl.where(ok & (score == target), 0, -1)
     n_max = tl.max(n, 0)
-    sub = tl.arange(0, STEP)
-    j0 = 0
-    while j0 < n_max:
-        if STEP > 1:  # STEP codes per lane in one load, packed 8 bits each into an int64
-            idx = j0 + sub[None, :]
-            if MODE == LAST:
-                at = (t0 + n - 1)[:, None] - idx
-            else:
-                at = t0[:, None] + idx
-            codes = tl.load(codes_ptr + at, mask=ok[:, None] & (idx < n[:, None]), other=0).to(tl.int64)
-            packed = tl.sum(codes << (sub[None, :] * 8).to(tl.int64), 1)
-        for u in tl.static_range(STEP):
-            j = j0 + u
-            live = ok & (j < n)
-            if MODE == LAST:
-                pos = t0 + n - 1 - j
-            else:
-                pos = t0 + j
-            if STEP > 1:
-                c = (packed >> (8 * u)) & 255
-            else:
-                c = tl.load(codes_ptr + pos, mask=live, other=0).to(tl.int64)
-            known = live & (c < n_sym)
-            eq_row = table + c * n_words
-            if WORDS == 0:
-                hin = top
-                h = tl.zeros((BLOCK,), tl.int32)
-                w = 0
-                while w < n_words:
-                    eq = tl.load(eq_row + w, mask=known, other=0).to(tl.uint64, bitcast=True)
-                    pv_at = state_ptr + (2 * w) * n_state + slot
-                    mv_at = state_ptr + (2 * w + 1) * n_state + slot
-                    pv = tl.load(pv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-                    mv = tl.load(mv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-                    pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
-                    tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=ok)
-                    tl.store(mv_at, mv.to(tl.int64, bitcast=True), mask=ok)
-                    h = tl.where(last_word == w, _delta(ph, mh, last_bit), h)
-                    hin = _delta(ph, mh, tl.full((BLOCK,), 63, tl.int32))
-                    w += 1
-            else:
-                eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
-                pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
-                h = _delta(ph0, mh0, last_bit)
-                if WORDS == 2:
-                    eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
-                    h0 = _delta(ph0, mh0, tl.full((BLOCK,), 63, tl.int32))
-                    pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, h0, ones)
-                    h = tl.where(last_word == 1, _delta(ph1, mh1, last_bit), h)
-            score += tl.where(live & (m > 0), h, 0)
-            end = pos + 1
-            if MODE == HITS:
-                hit = live & (end >= own) & (score <= k)
-                _append(hit, end, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr, out4_ptr)
-            if MODE == BEST:
-                better = live & (end >= own) & (score < best)
-                best_end = tl.where(better, end, best_end)
-                best = tl.where(better, score, best)
-            if MODE == PROFILE:
-                tl.store(out_ptr + q * out_stride + pos, score, mask=live & (end >= own))
-            if MODE == LAST:
-                last = tl.where(live & (score == target), j + 1, last)
-        j0 += STEP
+    j = 0
+    while j < n_max:
+        live = ok & (j < n)
+        if MODE == LAST:
+            c = tl.load(codes_ptr + t0 + n - 1 - j, mask=live, other=0).to(tl.int64)
+        else:
+            c = tl.load(codes_ptr + t0 + j, mask=live, other=0).to(tl.int64)
+        known = live & (c < n_sym)
+        eq_row = table + c * n_words
+        if WORDS == 0:
+            hin = top
+            h = tl.zeros((BLOCK,), tl.int32)
+            w = 0
+            while w < n_words:
+                hin, h = _memory_word(eq_row, w, state_ptr, n_state, slot, ok, known, hin, h, last_word,
+                                      last_mask, ones)
+                w += 1
+        else:
+            eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
+            pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
+            h = _delta(ph0, mh0, last_mask)
+            if WORDS == 2:
+                eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
+                pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, _carry(ph0, mh0), ones)
+                h = tl.where(last_word == 1, _delta(ph1, mh1, last_mask), h)
+        score += tl.where(live & (m > 0), h, 0)
+        if MODE == HITS:
+            hit = live & (j >= first_j) & (score <= k)
+            _append(hit, t0 + j + 1, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr,
+                    out4_ptr)
+        if MODE == BEST:
+            better = live & (j >= first_j) & (score < best)
+            best_j = tl.where(better, j + 1, best_j)
+            best = tl.where(better, score, best)
+        if MODE == PROFILE:
+            tl.store(out_ptr + q * out_stride + t0 + j, score, mask=live & (j >= first_j))
+        if MODE == LAST:
+            last = tl.where(live & (score == target), j + 1, last)
+        j += 1
     if MODE == DIST:
-        tl.store(out_ptr + slot, tl.where(m > 0, score, n.to(tl.int32)), mask=ok)  # empty pattern: n
+        tl.store(out_ptr + slot, tl.where(m > 0, score, n), mask=ok)  # empty pattern: n
     if MODE == BEST:
         tl.store(out_ptr + slot, best, mask=ok)
-        tl.store(out2_ptr + slot, best_end, mask=ok)
+        tl.store(out2_ptr + slot, t0 + best_j, mask=ok)
     if MODE == LAST:
-        tl.store(out_ptr + slot, last, mask=ok)
+        tl.store(out_ptr + slot, last.to(tl.int64), mask=ok)
 
 
 @triton.jit
@@ -226,19 +221,32 @@ def match_masks(codes, starts, lens, n_sym: int, words: int, reverse: bool = Fal
     return peq.reshape(n, n_sym, words)
 
 
+LAUNCH = {"regs": (128, 4), "memory": (64, 2)}  # (lanes per program, warps) by where the column lives
+WAVE = True  # 3+ word patterns on the wavefront kernel (False: the column in memory, for comparison)
+
+
 def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=None, n_programs_q: int = 1,
-        own=None, tag=None, k: int = 0, q0: int = 0, out=None, out2=None, out3=None, out4=None, out_stride: int = 0, counter=None,
-        capacity: int = 0, block: int = 128, num_warps: int = 4):
+        own=None, tag=None, k: int = 0, q0: int = 0, out=None, out2=None, out3=None, out4=None,
+        out_stride: int = 0, counter=None, capacity: int = 0, block: int | None = None):
     """Launch the kernel over lanes (text stretches) x n_programs_q patterns (one pattern
-    per program), or with ``lane_pats`` one pattern per lane. ``peq`` from match_masks."""
+    per program), or with ``lane_pats`` one pattern per lane. ``peq`` from match_masks.
+    Patterns of 3 .. myers_wave.MAX_WORDS words go to the wavefront kernel."""
     n_lanes = lane_lens.numel()
     n_sym, words = peq.shape[1], peq.shape[2]
     if n_lanes == 0 or n_programs_q == 0:
         return
+    from . import myers_wave  # (it imports this module)
+
+    if WAVE and 2 < words <= myers_wave.MAX_WORDS:
+        return myers_wave.run(mode, codes, peq, pat_lens, lane_starts, lane_lens, lane_pats=lane_pats,
+                              n_programs_q=n_programs_q, own=own, tag=tag, k=k, q0=q0, out=out, out2=out2,
+                              out3=out3, out4=out4, out_stride=out_stride, counter=counter, capacity=capacity)
     n_state = n_lanes * (1 if lane_pats is not None else n_programs_q)
-    in_regs = words if words <= 2 else 0
-    state = torch.empty((2 * words * n_state) if not in_regs else 1, dtype=torch.int64, device=codes.device)
+    state = torch.empty(2 * words * n_state if words > 2 else 1, dtype=torch.int64, device=codes.device)
     dummy = lane_lens
+    default_block, num_warps = LAUNCH["regs" if words <= 2 else "memory"]
+    block = block or default_block
+    num_warps = min(num_warps, max(1, block // 32))
     grid = (triton.cdiv(n_lanes, block), 1 if lane_pats is not None else n_programs_q)
     myers_kernel[grid](
         codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
@@ -247,8 +255,8 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
         k, q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
         dummy if out4 is None else out4, out_stride,
         dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=in_regs,
-        STEP=8 if codes.dtype == torch.uint8 else 1, BLOCK=block,
+        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=words if words <= 2 else 0,
+        BLOCK=block,
         num_warps=num_warps,
     )
 
@@ -257,7 +265,7 @@ STATE_BYTES = 1 << 28  # per launch: match masks, and the column words of > 2-wo
 
 
 def distances(codes, pat_starts, pat_lens, txt_starts, txt_lens, n_sym: int, longest: int, cdist: bool = False,
-              block: int = 128):
+              block: int | None = None):
     """Edit distances of pattern i vs text i, or of every pattern vs every text with cdist
     ([n_pat * n_txt], pattern-major). ``longest`` bounds the patterns' lengths; patterns go
     in groups so match masks and column state stay under STATE_BYTES each."""
