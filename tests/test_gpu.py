@@ -172,3 +172,16 @@ def test_asm_genome_scale_single_pattern():
                                              and b - a == 150]
     d, end = ta.asm_best(t, p)
     assert int(d) == 1 and int(end) == spots[0] + 150
+
+
+def test_myers_column_in_memory_equals_wavefront(monkeypatch, rng):
+    from torchalign_kernels import myers
+
+    from . import asm_cases as asm
+
+    texts, patterns = asm.texts_and_patterns(rng, text_lens=(5000,), pat_lens=(200, 700), n_texts=2, n_pat=6)
+    t, p = ta.encode(texts, "dna", "cuda"), ta.encode(patterns, "dna", "cuda")
+    wave = ta.asm_search(t, p, 20), ta.asm_best(t, p)
+    monkeypatch.setattr(myers, "WAVE", False)
+    memory = ta.asm_search(t, p, 20), ta.asm_best(t, p)
+    assert all(torch.equal(a, b) for x, y in zip(wave, memory) for a, b in zip(x, y))

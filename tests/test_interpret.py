@@ -182,3 +182,15 @@ def test_asm_hit_capacity_overflow_relaunches(monkeypatch, rng):
 
     monkeypatch.setattr(ops, "FIRST_CAPACITY", 2)
     assert len(asm.check_search("cpu", rng, k=3, text_lens=(60,), pat_lens=(4,))) > 2
+
+
+def test_myers_column_in_memory(monkeypatch, rng):
+    """Patterns past myers_wave.MAX_WORDS keep the column in memory: that path, forced."""
+    from torchalign_kernels import myers
+
+    from . import asm_cases as asm
+    from . import levenshtein_cases as lev
+
+    monkeypatch.setattr(myers, "WAVE", False)
+    asm.check_search("cpu", rng, k=3, text_lens=(150,), pat_lens=(130,), n_texts=2, n_pat=2)
+    lev.check_cdist("cpu", rng, lengths=(0, 150, 200), na=3, nb=3, algorithm="myers")

@@ -104,7 +104,8 @@ def myers_kernel(
     n = tl.load(lane_len_ptr + lane, mask=ok, other=0).to(tl.int32)  # a lane's stretch < 2^31
     row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
     last_word = row // 64
-    table = peq_ptr + q * n_sym * n_words
+    stride = WORDS if WORDS > 0 else n_words  # a constant in the register variants
+    table = peq_ptr + q * n_sym * stride
     zero = tl.zeros((BLOCK,), tl.uint64)
     ones = zero - 1  # all bits set
     last_mask = (zero + 1) << (row % 64).to(tl.uint64)
@@ -143,7 +144,7 @@ def myers_kernel(
         else:
             c = tl.load(codes_ptr + t0 + j, mask=live, other=0).to(tl.int64)
         known = live & (c < n_sym)
-        eq_row = table + c * n_words
+        eq_row = table + c * stride
         if WORDS == 0:
             hin = top
             h = tl.zeros((BLOCK,), tl.int32)
