@@ -95,18 +95,6 @@ def test_properties(text, pattern):
     assert min(prof + [len(pattern)]) == d
 
 
-def test_compile_and_opcheck():
-    t, p = ta.encode(["ACGTTGCA", "GGGACGT"], "dna"), ta.encode(["ACG", "TTGC"], "dna")
-    f = torch.compile(lambda t, p: ta.asm_profile(t, p, check=False) <= 1, fullgraph=True)
-    assert torch.equal(f(t, p), ta.asm_profile(t, p) <= 1)
-    for op, args in (
-        (torch.ops.torchalign.asm_best, (t.codes, t.offsets, p.codes, p.offsets, 15, 4, 4, True)),
-        (torch.ops.torchalign.asm_profile, (t.codes, t.offsets, p.codes, p.offsets, 15, 4, 4, True)),
-        (torch.ops.torchalign.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 1, None, 100, 15, 4, 4, True)),
-    ):
-        torch.library.opcheck(op, args)
-
-
 def test_errors():
     with pytest.raises(ValueError, match="k: must be >= 0"):
         ta.asm_search("ACGT", "AC", -1)

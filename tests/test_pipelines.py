@@ -32,6 +32,9 @@ def _op_samples(device):
                                  "dp", False)),
         (ops.levenshtein_cdist, (p.codes, p.offsets, t.codes, t.offsets, 15, -1, p.max_length, t.max_length, 5,
                                  "myers", False)),
+        (ops.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 2, comp, 1000, 15, -1, -1, True)),
+        (ops.asm_best, (t.codes, t.offsets, p.codes, p.offsets, 15, 5, p.max_length, False)),
+        (ops.asm_profile, (t.codes, t.offsets, p.codes, p.offsets, 15, -1, -1, True)),
     ]
 
 
@@ -46,7 +49,11 @@ def _pipeline(texts, patterns, a, b):
     near = ((prof >= 0) & (prof <= 2)).sum(1)
     hits = ta.kmismatch_search(texts, patterns, 2, both_strands=True)
     edits = ta.levenshtein_cdist(texts, patterns, max_distance=5) + ta.levenshtein(a, b)[0]
-    return near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits
+    close = ta.asm_profile(texts, patterns, check=False) <= 1
+    found = ta.asm_search(texts, patterns, 1, both_strands=True)
+    best, end = ta.asm_best(texts, patterns)
+    return (near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits, close,
+            found.start, found.end, best, end)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -67,6 +67,7 @@ def asm_hits(text, text_offsets, pat, pat_starts, pat_lens, longest: int, n_sym:
     dist = torch.empty(cap, dtype=torch.int32, device=dev)
     tid_out = torch.empty(cap, dtype=torch.int64, device=dev)
     words = myers.n_words(longest)
+    k = min(k, longest)  # no distance exceeds the pattern's length; keeps chunk stretches < 2^31
     scan, length, own, tid = chunks(text_offsets, text.numel(), pat_lens.numel(), longest + k)
     for p0, p1 in _pattern_groups(pat_lens.numel(), n_sym, words):
         peq = myers.match_masks(pat, pat_starts[p0:p1], pat_lens[p0:p1], n_sym, words)

@@ -50,6 +50,9 @@ def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest
     codes = torch.cat([a_codes, b_codes])  # one array: a pair may put either side on the rows
     a_starts, b_starts = a_offsets[:-1], b_offsets[:-1] + a_codes.numel()
     short = min(a_longest, b_longest)  # no pair has a shorter side longer than this
+    if max(a_longest, b_longest) >= 1 << 31:
+        raise ValueError("levenshtein on CUDA: sequences of 2^31 codes or more are not supported (the kernels "
+                         "count columns in int32); split them or use CPU tensors")
     if algorithm == "auto":
         algorithm = "myers" if code_bound <= MYERS_MAX_SYMBOLS else "dp"
     if algorithm == "dp":
