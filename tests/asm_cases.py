@@ -35,10 +35,10 @@ def hit_tuples(h):
     return list(zip(*(x.tolist() for x in (h.pattern, h.text, h.start, h.end, h.distance, h.strand))))
 
 
-def check_search(device, rng, k=2, both_strands=False, alphabet="dna", **sizes):
+def check_search(device, rng, k=2, both_strands=False, alphabet="dna", algorithm="auto", **sizes):
     texts, patterns = texts_and_patterns(rng, **sizes)
     hits = ta.asm_search(ta.encode(texts, alphabet, device), ta.encode(patterns, alphabet, device), k,
-                         both_strands=both_strands)
+                         both_strands=both_strands, algorithm=algorithm)
     assert hits.start.dtype == torch.int64 and hits.distance.dtype == torch.int32 and hits.strand.dtype == torch.int8
     assert hits.end.device.type == torch.device(device).type
     got = hit_tuples(hits)
@@ -46,13 +46,13 @@ def check_search(device, rng, k=2, both_strands=False, alphabet="dna", **sizes):
     return got
 
 
-def check_best_and_profile(device, rng, alphabet="dna", **sizes):
+def check_best_and_profile(device, rng, alphabet="dna", algorithm="auto", **sizes):
     texts, patterns = texts_and_patterns(rng, **sizes)
     t, p = ta.encode(texts, alphabet, device), ta.encode(patterns, alphabet, device)
-    d, end = ta.asm_best(t, p)
+    d, end = ta.asm_best(t, p, algorithm=algorithm)
     assert d.dtype == torch.int32 and end.dtype == torch.int64 and d.shape == (len(patterns), len(texts))
     assert (d.tolist(), end.tolist()) == ref.asm_best(texts, patterns)
-    prof = ta.asm_profile(t, p)
+    prof = ta.asm_profile(t, p, algorithm=algorithm)
     want = [sum((ref.asm_column(q, s)[1:] for s in texts), []) for q in patterns]
     assert prof.tolist() == want
 
@@ -74,18 +74,18 @@ def check_edlib(device, rng, n=6, text_len=300, m=30):
         assert at_best == [(s, e + 1) for s, e in want["locations"]]
 
 
-def check_tokens_and_unicode(device, rng):
+def check_tokens_and_unicode(device, rng, algorithm="auto"):
     """Alphabets too big for match-mask tables (int32 token ids, unicode code points)."""
     texts = [[rng.randrange(5) * 100_003 for _ in range(rng.randint(0, 60))] for _ in range(3)]
     patterns = [texts[0][3:9] or [7], [100_003, 0, 999_999]]
     tok = lambda seqs: ta.encode([torch.tensor(s, dtype=torch.int32) for s in seqs], "tokens", device)  # noqa: E731
-    got = hit_tuples(ta.asm_search(tok(texts), tok(patterns), 2))
+    got = hit_tuples(ta.asm_search(tok(texts), tok(patterns), 2, algorithm=algorithm))
     assert got == ref.asm_hits(texts, patterns, 2)
     words = ["naïve café au lait", "日本語のテキストです", ""]
     pats = ["cafe", "テキスト"]
     u = lambda s: ta.encode(s, "unicode", device)  # noqa: E731
-    assert hit_tuples(ta.asm_search(u(words), u(pats), 1)) == ref.asm_hits(words, pats, 1)
-    d, end = ta.asm_best(u(words), u(pats))
+    assert hit_tuples(ta.asm_search(u(words), u(pats), 1, algorithm=algorithm)) == ref.asm_hits(words, pats, 1)
+    d, end = ta.asm_best(u(words), u(pats), algorithm=algorithm)
     assert (d.tolist(), end.tolist()) == ref.asm_best(words, pats)
 
 

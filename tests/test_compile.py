@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import levenshtein, myers, myers_wave  # noqa: E402
+from torchalign_kernels import asm_rows, levenshtein, myers, myers_wave  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -46,3 +46,12 @@ def test_levenshtein_rows_kernel(cdist):
     types = dict(codes_ptr="*i32", a_start_ptr="*i64", a_len_ptr="*i64", b_start_ptr="*i64", b_len_ptr="*i64",
                  n_pairs="i64", nb="i32", scratch_ptr="*i32", scratch_stride="i64", out_ptr="*i32")
     compile_for_hopper(levenshtein.levenshtein_rows_kernel, types, dict(CDIST=cdist, BLOCK=128))
+
+
+@pytest.mark.parametrize("mode", list(asm_rows.MODES.values()))
+def test_asm_rows_kernel(mode):
+    types = dict(text_ptr="*u8", pat_ptr="*u8", pat_start_ptr="*i64", pat_len_ptr="*i64", n_chunks="i32",
+                 n_items="i32", scan_ptr="*i64", len_ptr="*i64", own_ptr="*i64", tid_ptr="*i64", row_ptr0="*i64",
+                 row_stride="i64", k="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32", out4_ptr="*i64",
+                 out5_ptr="*i64", out_stride="i64", counter_ptr="*i64", capacity="i64")
+    compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))

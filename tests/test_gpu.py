@@ -132,6 +132,15 @@ def test_asm_search(rng, k, both_strands):
                      pat_lens=(1, 20, 64, 65, 200), n_pat=8)
 
 
+@pytest.mark.parametrize("algorithm", ["myers", "dp"])
+def test_asm_algorithms_agree(rng, algorithm):
+    from . import asm_cases as asm
+
+    asm.check_search("cuda", rng, k=4, algorithm=algorithm, text_lens=(0, 1, 3000), pat_lens=(1, 30, 200), n_pat=6)
+    asm.check_best_and_profile("cuda", rng, algorithm=algorithm, text_lens=(0, 700), pat_lens=(1, 64, 130))
+    asm.check_tokens_and_unicode("cuda", rng, algorithm=algorithm)
+
+
 def test_asm_best_profile_edlib_tokens(rng):
     from . import asm_cases as asm
 

@@ -161,6 +161,16 @@ def test_asm_search_multiword_and_chunk_edges(rng):
     asm.check_search("cpu", rng, k=3, text_lens=(150, 300), pat_lens=(64, 65, 130), n_texts=2, n_pat=2)
 
 
+def test_asm_row_parallel_dp(rng):
+    """algorithm="dp": the row-parallel DP kernel, starts carried in the cells."""
+    from . import asm_cases as asm
+
+    asm.check_search("cpu", rng, k=2, both_strands=True, algorithm="dp", text_lens=(0, 1, 40, 300),
+                     pat_lens=(1, 5, 70))
+    asm.check_best_and_profile("cpu", rng, algorithm="dp", text_lens=(0, 1, 100, 300), pat_lens=(1, 20, 70))
+    asm.check_tokens_and_unicode("cpu", rng, algorithm="dp")
+
+
 def test_asm_best_profile_edlib(rng):
     from . import asm_cases as asm
 

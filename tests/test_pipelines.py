@@ -32,9 +32,10 @@ def _op_samples(device):
                                  "dp", False)),
         (ops.levenshtein_cdist, (p.codes, p.offsets, t.codes, t.offsets, 15, -1, p.max_length, t.max_length, 5,
                                  "myers", False)),
-        (ops.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 2, comp, 1000, 15, -1, -1, True)),
-        (ops.asm_best, (t.codes, t.offsets, p.codes, p.offsets, 15, 5, p.max_length, False)),
-        (ops.asm_profile, (t.codes, t.offsets, p.codes, p.offsets, 15, -1, -1, True)),
+        (ops.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 2, comp, 1000, 15, -1, -1, "auto", True)),
+        (ops.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 1, None, 1000, 15, -1, -1, "dp", True)),
+        (ops.asm_best, (t.codes, t.offsets, p.codes, p.offsets, 15, 5, p.max_length, "myers", False)),
+        (ops.asm_profile, (t.codes, t.offsets, p.codes, p.offsets, 15, -1, -1, "dp", True)),
     ]
 
 

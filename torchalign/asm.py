@@ -8,10 +8,11 @@ from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hamming import DEFAULT_MAX_HITS
 from .hits import EditHits
 from .inputs import batches, check_int, code_bound, max_length, n_symbols, nucleotide
+from .ops.asm import ALGORITHMS
 
 
 def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = False,
-               max_hits: int = DEFAULT_MAX_HITS, check: bool = True) -> EditHits:
+               max_hits: int = DEFAULT_MAX_HITS, algorithm: str = "auto", check: bool = True) -> EditHits:
     """Every end position in every text where a pattern matches a substring with at most
     ``k`` edits (insertions, deletions, substitutions), as EditHits.
 
@@ -22,7 +23,9 @@ def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = F
     (DNA/RNA) also searches each pattern's reverse complement (strand 1, forward
     coordinates). Sorted by (pattern, text, end, strand); more than ``max_hits`` hits raise
     ValueError (nothing is dropped). With k >= len(pattern) every end is a hit, the
-    empty match at end 0 included.
+    empty match at end 0 included. ``algorithm`` picks the GPU kernel: "myers"
+    (bit-vectors, 64 pattern rows per word), "dp" (the row-parallel DP) or "auto" (myers);
+    every choice gives the same integers, and the CPU always runs its DP.
 
     >>> import torchalign as ta
     >>> h = ta.asm_search("TTGATTACAGG", "GATACA", k=1, alphabet="dna")
@@ -37,14 +40,16 @@ def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = F
         nucleotide("both_strands", t.alphabet)
         complement = t.alphabet.complement_codes().to(t.device)
     out = torch.ops.torchalign.asm_search(t.codes, t.offsets, p.codes, p.offsets, k, complement, max_hits,
-                                          n_symbols(t), *_hints(t, p), check)
+                                          n_symbols(t), *_hints(t, p), _algorithm(algorithm), check)
     return EditHits(*out)
 
 
-def asm_best(texts, patterns, *, alphabet=None, check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def asm_best(texts, patterns, *, alphabet=None, algorithm: str = "auto",
+             check: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """The least edit distance of each pattern to any substring of each text, and the
     first end (exclusive) where it is reached: (int32[n_patterns, n_texts],
-    int64[n_patterns, n_texts]). An empty text gives (len(pattern), 0).
+    int64[n_patterns, n_texts]). An empty text gives (len(pattern), 0). ``algorithm`` as
+    in asm_search.
 
     >>> import torchalign as ta
     >>> d, end = ta.asm_best(["TTGATTACAGG", "CCCC"], ["GATACA"], alphabet="dna")
@@ -52,10 +57,11 @@ def asm_best(texts, patterns, *, alphabet=None, check: bool = True) -> tuple[tor
     ([[1, 5]], [[9, 1]])
     """
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "bytes")
-    return torch.ops.torchalign.asm_best(t.codes, t.offsets, p.codes, p.offsets, n_symbols(t), *_hints(t, p), check)
+    return torch.ops.torchalign.asm_best(t.codes, t.offsets, p.codes, p.offsets, n_symbols(t), *_hints(t, p),
+                                         _algorithm(algorithm), check)
 
 
-def asm_profile(texts, patterns, *, alphabet=None, check: bool = True) -> torch.Tensor:
+def asm_profile(texts, patterns, *, alphabet=None, algorithm: str = "auto", check: bool = True) -> torch.Tensor:
     """The least edit distance of each pattern to a substring ending at every position:
     int32[n_patterns, total text length]; column ``texts.offsets[t] + i`` is the end
     i + 1 of text t (the texts' flat layout). A fixed-shape result, for torch.compile
@@ -67,7 +73,13 @@ def asm_profile(texts, patterns, *, alphabet=None, check: bool = True) -> torch.
     """
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "bytes")
     return torch.ops.torchalign.asm_profile(t.codes, t.offsets, p.codes, p.offsets, n_symbols(t), *_hints(t, p),
-                                            check)
+                                            _algorithm(algorithm), check)
+
+
+def _algorithm(algorithm) -> str:
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm: expected one of {ALGORITHMS}, got {algorithm!r}")
+    return algorithm
 
 
 def _hints(texts, patterns) -> tuple[int, int]:

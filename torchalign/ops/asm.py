@@ -3,9 +3,10 @@
 Texts and patterns come as flat codes + offsets. Scalars: ``n_symbols`` (codes are
 checked against it), ``code_bound`` (a bound on the codes, -1: unknown) and
 ``longest`` (the longest pattern, -1: unknown); ta.encode records both, so with
-``check=False`` the fixed-shape ops read nothing back. The GPU runs Myers' bit-vector
-algorithm; alphabets of more than MAX_MASK_SYMBOLS codes (token ids, unicode) are
-first renumbered to the codes the patterns use.
+``check=False`` the fixed-shape ops read nothing back. ``algorithm`` picks the GPU kernel:
+"myers" (bit-vectors; alphabets of more than MAX_MASK_SYMBOLS codes, token ids or
+unicode, are first renumbered to the codes the patterns use), "dp" (the row-parallel DP,
+starts carried in the cells) or "auto" (myers). The CPU runs its DP: same integers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from .backend import kernels, use_kernels
 from .hamming import pattern_strands
 
 DEVICES = ("cpu", "cuda")
+ALGORITHMS = ("auto", "myers", "dp")
 FIRST_CAPACITY = 1 << 16  # hit slots of the first launch; a second launch sizes exactly
 MAX_MASK_SYMBOLS = 256
 
@@ -61,12 +63,22 @@ def _kernel_inputs(text_codes, pat_codes, code_bound):
 @torch.library.custom_op("torchalign::asm_search", mutates_args=(), device_types=DEVICES)
 def asm_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, k: int,
                complement: Optional[Tensor], max_hits: int, n_symbols: int, code_bound: int, longest: int,
-               check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+               algorithm: str, check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     code_bound, longest = _prepare("asm_search", text_codes, text_offsets, pat_codes, pat_offsets, n_symbols,
                                    code_bound, longest, check)
     codes, starts, lens = pattern_strands(pat_codes, pat_offsets, complement)
     n_pat = pat_offsets.numel() - 1
-    if use_kernels(text_codes):
+    if use_kernels(text_codes) and algorithm == "dp":
+        R = kernels("asm_rows")
+        args = ("hits", text_codes, text_offsets, codes, starts, lens, longest, longest + min(k, longest), k)
+        cap = min(max_hits, FIRST_CAPACITY)
+        count, end, pat, dist, tid, start = R.run(*args, capacity=cap)
+        n = int(count)
+        _raise_if_too_many(n, max_hits)
+        if n > cap:  # rare: run again with room for every hit
+            count, end, pat, dist, tid, start = R.run(*args, capacity=n)
+        end, pat, dist, tid, start = end[:n], pat[:n].to(torch.int64), dist[:n], tid[:n], start[:n]
+    elif use_kernels(text_codes):
         K = kernels("asm")
         text, codes, n_sym = _kernel_inputs(text_codes, codes, code_bound)
         cap = min(max_hits, FIRST_CAPACITY)
@@ -108,7 +120,7 @@ def _raise_if_too_many(n: int, max_hits: int) -> None:
 
 @asm_search.register_fake
 def _(text_codes, text_offsets, pat_codes, pat_offsets, k, complement, max_hits, n_symbols, code_bound, longest,
-      check):
+      algorithm, check):
     n = torch.library.get_ctx().new_dynamic_size()
     i64 = [text_offsets.new_empty(n) for _ in range(4)]
     return (*i64, text_offsets.new_empty(n, dtype=torch.int32), text_offsets.new_empty(n, dtype=torch.int8))
@@ -116,11 +128,14 @@ def _(text_codes, text_offsets, pat_codes, pat_offsets, k, complement, max_hits,
 
 @torch.library.custom_op("torchalign::asm_best", mutates_args=(), device_types=DEVICES)
 def asm_best(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, n_symbols: int,
-             code_bound: int, longest: int, check: bool) -> tuple[Tensor, Tensor]:
+             code_bound: int, longest: int, algorithm: str, check: bool) -> tuple[Tensor, Tensor]:
     code_bound, longest = _prepare("asm_best", text_codes, text_offsets, pat_codes, pat_offsets, n_symbols,
                                    code_bound, longest, check)
     starts, lens = pat_offsets[:-1], pat_offsets[1:] - pat_offsets[:-1]
-    if use_kernels(text_codes):
+    if use_kernels(text_codes) and algorithm == "dp":
+        dist, end = kernels("asm_rows").run("best", text_codes, text_offsets, pat_codes, starts, lens, longest,
+                                            2 * longest)
+    elif use_kernels(text_codes):
         text, codes, n_sym = _kernel_inputs(text_codes, pat_codes, code_bound)
         dist, end = kernels("asm").asm_best(text, text_offsets, codes, starts, lens, max(longest, 1), n_sym)
     else:
@@ -129,17 +144,20 @@ def asm_best(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_of
 
 
 @asm_best.register_fake
-def _(text_codes, text_offsets, pat_codes, pat_offsets, n_symbols, code_bound, longest, check):
+def _(text_codes, text_offsets, pat_codes, pat_offsets, n_symbols, code_bound, longest, algorithm, check):
     shape = (pat_offsets.shape[0] - 1, text_offsets.shape[0] - 1)
     return text_offsets.new_empty(shape, dtype=torch.int32), text_offsets.new_empty(shape)
 
 
 @torch.library.custom_op("torchalign::asm_profile", mutates_args=(), device_types=DEVICES)
 def asm_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, n_symbols: int,
-                code_bound: int, longest: int, check: bool) -> Tensor:
+                code_bound: int, longest: int, algorithm: str, check: bool) -> Tensor:
     code_bound, longest = _prepare("asm_profile", text_codes, text_offsets, pat_codes, pat_offsets, n_symbols,
                                    code_bound, longest, check)
     starts, lens = pat_offsets[:-1], pat_offsets[1:] - pat_offsets[:-1]
+    if use_kernels(text_codes) and algorithm == "dp":
+        return kernels("asm_rows").run("profile", text_codes, text_offsets, pat_codes, starts, lens, longest,
+                                       2 * longest)
     if use_kernels(text_codes):
         text, codes, n_sym = _kernel_inputs(text_codes, pat_codes, code_bound)
         return kernels("asm").asm_profile(text, text_offsets, codes, starts, lens, max(longest, 1), n_sym)
@@ -147,5 +165,5 @@ def asm_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat
 
 
 @asm_profile.register_fake
-def _(text_codes, text_offsets, pat_codes, pat_offsets, n_symbols, code_bound, longest, check):
+def _(text_codes, text_offsets, pat_codes, pat_offsets, n_symbols, code_bound, longest, algorithm, check):
     return text_codes.new_empty((pat_offsets.shape[0] - 1, text_codes.shape[0]), dtype=torch.int32)
