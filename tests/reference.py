@@ -87,7 +87,9 @@ def asm_hits(texts, patterns, k, both_strands=False):
             for strand, q in variants:
                 for end, d in enumerate(asm_column(q, t)):
                     if d <= k:
-                        start = next(s for s in range(end + 1) if levenshtein(q, t[s:end]) == d)
+                        # an alignment with d edits spans at most len(q) + d codes
+                        start = next(s for s in range(max(0, end - len(q) - d), end + 1)
+                                     if levenshtein(q, t[s:end]) == d)
                         hits.append((pi, ti, start, end, d, strand))
     return sorted(hits, key=lambda h: (h[0], h[1], h[3], h[5]))
 
