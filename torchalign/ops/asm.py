@@ -69,37 +69,37 @@ def asm_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_
     codes, starts, lens = pattern_strands(pat_codes, pat_offsets, complement)
     n_pat = pat_offsets.numel() - 1
     if use_kernels(text_codes) and algorithm == "dp":
-        R = kernels("asm_rows")
         args = ("hits", text_codes, text_offsets, codes, starts, lens, longest, longest + min(k, longest), k)
-        cap = min(max_hits, FIRST_CAPACITY)
-        count, end, pat, dist, tid, start = R.run(*args, capacity=cap)
-        n = int(count)
-        _raise_if_too_many(n, max_hits)
-        if n > cap:  # rare: run again with room for every hit
-            count, end, pat, dist, tid, start = R.run(*args, capacity=n)
-        end, pat, dist, tid, start = end[:n], pat[:n].to(torch.int64), dist[:n], tid[:n], start[:n]
+        end, pat, dist, tid, start = _all_hits(lambda cap: kernels("asm_rows").run(*args, capacity=cap), max_hits)
     elif use_kernels(text_codes):
         K = kernels("asm")
         text, codes, n_sym = _kernel_inputs(text_codes, codes, code_bound)
-        cap = min(max_hits, FIRST_CAPACITY)
         args = (text, text_offsets, codes, starts, lens, longest, n_sym, k)
-        count, end, pat, dist, tid = K.asm_hits(*args, cap)
-        n = int(count)
-        _raise_if_too_many(n, max_hits)
-        if n > cap:  # rare: run again with room for every hit
-            count, end, pat, dist, tid = K.asm_hits(*args, n)
-        end, pat, dist, tid = end[:n], pat[:n].to(torch.int64), dist[:n], tid[:n]
+        end, pat, dist, tid = _all_hits(lambda cap: K.asm_hits(*args, cap), max_hits)
         start = K.hit_starts(text, text_offsets[tid], end, pat, dist, codes, starts, lens, longest, n_sym)
     else:
         pat, tid, start, end, dist = cpu.asm_hits(text_codes, text_offsets, codes, starts, lens, k)
         _raise_if_too_many(pat.numel(), max_hits)
         dist = dist.to(torch.int32)
+    pat = pat.to(torch.int64)
     strand = (pat >= n_pat).to(torch.int64)
     pattern = pat - strand * n_pat
     base = text_offsets[tid]
     start, end = start - base, end - base
     order = _lexsort(pattern, tid, end, strand)
     return (pattern[order], tid[order], start[order], end[order], dist[order], strand[order].to(torch.int8))
+
+
+def _all_hits(launch, max_hits: int) -> list[Tensor]:
+    """Run ``launch(capacity)`` -> (count, arrays...) with FIRST_CAPACITY slots, and once
+    more with exactly enough when there were more hits (up to max_hits, else raise)."""
+    cap = min(max_hits, FIRST_CAPACITY)
+    out = launch(cap)
+    n = int(out[0])
+    _raise_if_too_many(n, max_hits)
+    if n > cap:  # rare
+        out = launch(n)
+    return [x[:n] for x in out[1:]]
 
 
 def _lexsort(*keys: Tensor) -> Tensor:
