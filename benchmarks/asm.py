@@ -21,7 +21,6 @@ import multiprocessing as mp
 import os
 import sys
 
-import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -4,7 +4,6 @@ profile (asm_profile) on the CPU: against the plain reference, edlib, real data;
 import random
 
 import pytest
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

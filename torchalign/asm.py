@@ -7,7 +7,7 @@ import torch
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hamming import DEFAULT_MAX_HITS
 from .hits import EditHits
-from .inputs import batches, check_int, code_bound, max_length, n_symbols, nucleotide
+from .inputs import batches, check_choice, check_int, code_bound, max_length, n_symbols, nucleotide
 from .ops.asm import ALGORITHMS
 
 
@@ -40,7 +40,7 @@ def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = F
         nucleotide("both_strands", t.alphabet)
         complement = t.alphabet.complement_codes().to(t.device)
     out = torch.ops.torchalign.asm_search(t.codes, t.offsets, p.codes, p.offsets, k, complement, max_hits,
-                                          n_symbols(t), *_hints(t, p), _algorithm(algorithm), check)
+                                          n_symbols(t), *_hints(t, p), check_choice("algorithm", algorithm, ALGORITHMS), check)
     return EditHits(*out)
 
 
@@ -58,7 +58,7 @@ def asm_best(texts, patterns, *, alphabet=None, algorithm: str = "auto",
     """
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "bytes")
     return torch.ops.torchalign.asm_best(t.codes, t.offsets, p.codes, p.offsets, n_symbols(t), *_hints(t, p),
-                                         _algorithm(algorithm), check)
+                                         check_choice("algorithm", algorithm, ALGORITHMS), check)
 
 
 def asm_profile(texts, patterns, *, alphabet=None, algorithm: str = "auto", check: bool = True) -> torch.Tensor:
@@ -73,13 +73,7 @@ def asm_profile(texts, patterns, *, alphabet=None, algorithm: str = "auto", chec
     """
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "bytes")
     return torch.ops.torchalign.asm_profile(t.codes, t.offsets, p.codes, p.offsets, n_symbols(t), *_hints(t, p),
-                                            _algorithm(algorithm), check)
-
-
-def _algorithm(algorithm) -> str:
-    if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm: expected one of {ALGORITHMS}, got {algorithm!r}")
-    return algorithm
+                                            check_choice("algorithm", algorithm, ALGORITHMS), check)
 
 
 def _hints(texts, patterns) -> tuple[int, int]:

@@ -60,6 +60,12 @@ def check_int(name: str, value, minimum: int) -> int:
     return value
 
 
+def check_choice(name: str, value, choices: tuple) -> str:
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {choices}, got {value!r}")
+    return value
+
+
 def nucleotide(name: str, alphabet) -> None:
     if not get_alphabet(alphabet).is_nucleotide:
         raise ValueError(f"{name}: needs a DNA or RNA alphabet, not {get_alphabet(alphabet).name!r}")

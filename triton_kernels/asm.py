@@ -90,11 +90,15 @@ def asm_best(text, text_offsets, pat, pat_starts, pat_lens, longest: int, n_sym:
         peq = myers.match_masks(pat, pat_starts[p0:p1], pat_lens[p0:p1], n_sym, words)
         myers.run("best", text, peq, pat_lens[p0:p1], scan, length, n_programs_q=p1 - p0, own=own,
                   out=best[p0:p1], out2=at[p0:p1])
-    # least (distance, end) per (pattern, text): one int64 key, reduced over the text's chunks
-    key = (best.to(torch.int64) << 42) + at
-    out = torch.full((n_pat, n_texts), 1 << 62, dtype=torch.int64, device=dev)
+    return best_per_text((best.to(torch.int64) << 42) + at, tid, n_texts)
+
+
+def best_per_text(key, tid, n_texts: int):
+    """The least key (distance << 42) + end of each pattern over each text's chunks:
+    (distance int32[n_pat, n_texts], end int64[n_pat, n_texts]). ``key``: [n_pat, chunks]."""
+    out = torch.full((key.shape[0], n_texts), 1 << 62, dtype=torch.int64, device=key.device)
     real = tid >= 0
-    out.scatter_reduce_(1, tid[real].expand(n_pat, -1), key[:, real], "amin")
+    out.scatter_reduce_(1, tid[real].expand(key.shape[0], -1), key[:, real], "amin")
     return (out >> 42).to(torch.int32), out & ((1 << 42) - 1)
 
 

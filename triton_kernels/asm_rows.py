@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .asm import chunks
+from .asm import best_per_text, chunks
 
 ONE = tl.constexpr(1 << 32)  # one edit, in key units
 LOW = tl.constexpr((1 << 32) - 1)
@@ -143,7 +143,4 @@ def run(mode: str, text, text_offsets, pat, pat_starts, pat_lens, longest: int, 
         return (counter, *outs)
     if mode == "profile":
         return outs[0]
-    key = torch.full((n_pat, n_texts), 1 << 62, dtype=torch.int64, device=dev)
-    real = tid >= 0
-    key.scatter_reduce_(1, tid[real].expand(n_pat, -1), outs[0].reshape(n_pat, n_chunks)[:, real], "amin")
-    return (key >> 42).to(torch.int32), key & ((1 << 42) - 1)
+    return best_per_text(outs[0].reshape(n_pat, n_chunks), tid, n_texts)

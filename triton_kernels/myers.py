@@ -80,6 +80,24 @@ def _memory_word(eq_row, w, state_ptr, n_state, slot, ok, known, hin, h, last_wo
 
 
 @triton.jit
+def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr, PER_LANE_PATTERN: tl.constexpr):
+    """Text stretches s: (in range, pattern q, output slot, pattern length, text start,
+    stretch length). The pattern is lane_pat[s], or program_id(1) for all (then the
+    slot is q * n_lanes + s)."""
+    ok = s < n_lanes
+    if PER_LANE_PATTERN:
+        q = tl.load(lane_pat_ptr + s, mask=ok, other=0).to(tl.int64)
+        slot = s.to(tl.int64)
+    else:
+        q = tl.program_id(1) + s.to(tl.int64) * 0
+        slot = q * n_lanes + s
+    m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
+    t0 = tl.load(lane_start_ptr + s, mask=ok, other=0)
+    n = tl.load(lane_len_ptr + s, mask=ok, other=0).to(tl.int32)  # a stretch is < 2^31 codes
+    return ok, q, slot, m, t0, n
+
+
+@triton.jit
 def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,
@@ -92,16 +110,8 @@ def myers_kernel(
     registers; 0 keeps n_words words per lane in ``state`` (patterns longer than
     myers_wave.MAX_WORDS words; shorter ones of 3+ words run in myers_wave)."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = lane < n_lanes
-    if PER_LANE_PATTERN:
-        q = tl.load(lane_pat_ptr + lane, mask=ok, other=0).to(tl.int64)
-        slot = lane.to(tl.int64)
-    else:
-        q = tl.program_id(1) + lane.to(tl.int64) * 0
-        slot = q * n_lanes + lane
-    m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
-    t0 = tl.load(lane_start_ptr + lane, mask=ok, other=0)
-    n = tl.load(lane_len_ptr + lane, mask=ok, other=0).to(tl.int32)  # a lane's stretch < 2^31
+    ok, q, slot, m, t0, n = _stretches(lane, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
+                                       PER_LANE_PATTERN)
     row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
     last_word = row // 64
     stride = WORDS if WORDS > 0 else n_words  # a constant in the register variants

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _append, _carry, _delta, _myers_word
+from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _append, _carry, _delta, _myers_word, _stretches
 
 MAX_WORDS = 1024  # lanes of one stretch: patterns of up to 65,536 codes
 LANES = 64  # C x W per program (64, 128, 256 measured within 10%: NOTES.md)
@@ -34,16 +34,8 @@ def myers_wave_kernel(
     """Stretch s = program_id(0) * C + row of the [C, W] lane grid; its pattern is
     lane_pat[s] (PER_LANE_PATTERN) or q = program_id(1). Outputs index q * n_lanes + s."""
     s = tl.program_id(0) * C + tl.arange(0, C)
-    ok = s < n_lanes
-    if PER_LANE_PATTERN:
-        q = tl.load(lane_pat_ptr + s, mask=ok, other=0).to(tl.int64)
-        slot = s.to(tl.int64)
-    else:
-        q = tl.program_id(1) + s.to(tl.int64) * 0
-        slot = q * n_lanes + s
-    m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
-    t0 = tl.load(lane_start_ptr + s, mask=ok, other=0)
-    n = tl.load(lane_len_ptr + s, mask=ok, other=0).to(tl.int32)
+    ok, q, slot, m, t0, n = _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
+                                       PER_LANE_PATTERN)
     row = tl.maximum(m - 1, 0)
     last_word = row // 64
     w = tl.arange(0, W)
