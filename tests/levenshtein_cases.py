@@ -85,3 +85,21 @@ def check_max_distance_boundaries(device, rng, n=20, algorithm="auto"):
     got = ta.levenshtein_cdist(A, B, max_distance=3, algorithm=algorithm)
     want = [[min(ref.levenshtein(x, y), 4) for y in b] for x in a]
     assert got.tolist() == want
+
+
+def check_band(device, rng, lengths=(130, 200), bounds=(0, 5, 64), n=5, boundaries=True):
+    """max_distance on multiword sequences (Ukkonen's band): min(d, K + 1) for every pair,
+    for pairs and the matrix, and each pair at K = d and K = d - 1. rapidfuzz is the truth
+    (it is exact and fast on long pairs)."""
+    a, b = related_pairs(rng, lengths, n)
+    d = [Levenshtein.distance(x, y) for x, y in zip(a, b)]
+    A, B = ta.encode(a, "dna", device), ta.encode(b, "dna", device)
+    for k in bounds:
+        assert ta.levenshtein(A, B, max_distance=k).tolist() == [min(x, k + 1) for x in d]
+        want = [[min(Levenshtein.distance(x, y), k + 1) for y in b] for x in a]
+        assert ta.levenshtein_cdist(A, B, max_distance=k).tolist() == want
+    for x, y, di in zip(a, b, d) if boundaries else ():
+        for k in (di, di - 1):
+            if k >= 0:
+                got = ta.levenshtein(ta.encode([x], "dna", device), ta.encode([y], "dna", device), max_distance=k)
+                assert got.item() == min(di, k + 1)

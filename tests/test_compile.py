@@ -11,11 +11,11 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import asm_rows, levenshtein, myers, myers_wave  # noqa: E402
+from torchalign_kernels import asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
-                  n_sym="i32", n_words="i32", k="i32", q0="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32",
+                  n_sym="i32", k="i32", q0="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32",
                   out4_ptr="*i64", out_stride="i32", counter_ptr="*i64", capacity="i32")
 
 
@@ -27,16 +27,24 @@ def compile_for_hopper(fn, types: dict, constants: dict):
 
 
 @pytest.mark.parametrize("mode", list(myers.MODES.values()))
-@pytest.mark.parametrize("words", [1, 2, 0])
+@pytest.mark.parametrize("words", [1, 2])
 def test_myers_kernel(mode, words):
-    types = dict(MYERS_ARGS, state_ptr="*i64", n_state="i32")
-    compile_for_hopper(myers.myers_kernel, types,
-                       dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"], WORDS=words, BLOCK=128))
+    cutoffs = [False, True] if mode == myers.MODES["dist"] else [False]
+    for cutoff in cutoffs:
+        compile_for_hopper(myers.myers_kernel, MYERS_ARGS, dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"],
+                                                               WORDS=words, BLOCK=128, CUTOFF=cutoff))
+
+
+@pytest.mark.parametrize("mode", list(myers.MODES.values()))
+def test_myers_band_kernel(mode):
+    types = dict(MYERS_ARGS, n_words="i32", state_ptr="*i64", n_state="i32")
+    compile_for_hopper(myers_band.myers_band_kernel, types,
+                       dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"], BLOCK=64))
 
 
 @pytest.mark.parametrize("mode", list(myers.MODES.values()))
 def test_myers_wave_kernel(mode):
-    types = dict(MYERS_ARGS, scratch_ptr="*i32")
+    types = dict(MYERS_ARGS, n_words="i32", scratch_ptr="*i32")
     compile_for_hopper(myers_wave.myers_wave_kernel, types,
                        dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"], W=16, C=4))
 

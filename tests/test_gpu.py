@@ -183,14 +183,32 @@ def test_asm_genome_scale_single_pattern():
     assert int(d) == 1 and int(end) == spots[0] + 150
 
 
-def test_myers_column_in_memory_equals_wavefront(monkeypatch, rng):
+def test_myers_column_in_memory_and_band_equal_wavefront(monkeypatch, rng):
     from torchalign_kernels import myers
 
     from . import asm_cases as asm
 
     texts, patterns = asm.texts_and_patterns(rng, text_lens=(5000,), pat_lens=(200, 700), n_texts=2, n_pat=6)
     t, p = ta.encode(texts, "dna", "cuda"), ta.encode(patterns, "dna", "cuda")
+    monkeypatch.setattr(myers, "BAND_SHARE", 1 << 30)  # never the band while the wavefront reaches
     wave = ta.asm_search(t, p, 20), ta.asm_best(t, p)
-    monkeypatch.setattr(myers, "WAVE", False)
+    cpu = ta.asm_search(t.to("cpu"), p.to("cpu"), 20), ta.asm_best(t.to("cpu"), p.to("cpu"))
+    monkeypatch.setattr(myers, "BAND_SHARE", 0)  # always the band when there is a bound
+    band = ta.asm_search(t, p, 20), ta.asm_best(t, p)
+    monkeypatch.setattr(myers, "WAVE", False)  # the band kernel for everything
     memory = ta.asm_search(t, p, 20), ta.asm_best(t, p)
-    assert all(torch.equal(a, b) for x, y in zip(wave, memory) for a, b in zip(x, y))
+    for other in (cpu, band, memory):
+        assert all(torch.equal(a.cpu(), b.cpu()) for x, y in zip(wave, other) for a, b in zip(x, y))
+    assert wave[0].end.numel() > 0
+
+
+def test_levenshtein_band(monkeypatch, rng):
+    """max_distance on long pairs takes Ukkonen's band by default; forced on shorter ones."""
+    from torchalign_kernels import myers
+
+    from . import levenshtein_cases as lev
+
+    lev.check_band("cuda", rng, lengths=(200, 1000, 5000), bounds=(0, 10, 64, 300), n=12)
+    lev.check_band("cuda", rng, lengths=(1, 20, 64, 65, 100, 128), bounds=(0, 3, 10, 64), n=40)  # registers
+    monkeypatch.setattr(myers, "BAND_SHARE", 0)
+    lev.check_band("cuda", rng, lengths=(130, 200, 700), bounds=(0, 5, 64, 65), n=30)

@@ -195,7 +195,8 @@ def test_asm_hit_capacity_overflow_relaunches(monkeypatch, rng):
 
 
 def test_myers_column_in_memory(monkeypatch, rng):
-    """Patterns past myers_wave.MAX_WORDS keep the column in memory: that path, forced."""
+    """Patterns past myers_wave.MAX_WORDS keep the column in memory (myers_band with no
+    bound, or the search's k): that path, forced, for every mode."""
     from torchalign_kernels import myers
 
     from . import asm_cases as asm
@@ -203,4 +204,20 @@ def test_myers_column_in_memory(monkeypatch, rng):
 
     monkeypatch.setattr(myers, "WAVE", False)
     asm.check_search("cpu", rng, k=3, text_lens=(150,), pat_lens=(130,), n_texts=2, n_pat=2)
+    asm.check_best_and_profile("cpu", rng, text_lens=(0, 150), pat_lens=(130,), n_texts=2, n_pat=2)
     lev.check_cdist("cpu", rng, lengths=(0, 150, 200), na=3, nb=3, algorithm="myers")
+
+
+def test_myers_band(monkeypatch, rng):
+    """Ukkonen's band forced for every multiword pattern with a bound: max_distance at
+    and around the boundaries, k-difference search and its starts."""
+    from torchalign_kernels import myers
+
+    from . import asm_cases as asm
+    from . import levenshtein_cases as lev
+
+    lev.check_band("cpu", rng, lengths=(5, 50, 70, 128), bounds=(0, 3, 30), n=6)  # the cut-off in registers
+    monkeypatch.setattr(myers, "BAND_SHARE", 0)
+    lev.check_band("cpu", rng, lengths=(130, 200), bounds=(0, 5, 64), n=3)
+    for k in (0, 4):
+        asm.check_search("cpu", rng, k=k, text_lens=(0, 300), pat_lens=(130, 150), n_texts=2, n_pat=2)

@@ -41,6 +41,7 @@ def test_tokens_and_unicode(rng):
 
 def test_max_distance_boundaries(rng):
     cases.check_max_distance_boundaries("cpu", rng)
+    cases.check_band("cpu", rng, lengths=(130, 700), bounds=(0, 10, 64, 65))
 
 
 def test_edge_cases():

@@ -115,10 +115,11 @@ def asm_profile(text, text_offsets, pat, pat_starts, pat_lens, longest: int, n_s
     return out
 
 
-def hit_starts(text, text_start, end, who, dist, pat, pat_starts, pat_lens, longest: int, n_sym: int):
-    """The earliest start of an alignment with ``dist`` edits ending at each hit's end:
-    the reversed pattern run backwards from the end over at most m + dist codes."""
+def hit_starts(text, text_start, end, who, dist, pat, pat_starts, pat_lens, longest: int, n_sym: int, k: int):
+    """The earliest start of an alignment with ``dist`` (<= k) edits ending at each hit's
+    end: the reversed pattern run backwards from the end over at most m + dist codes."""
     words = myers.n_words(longest)
+    k = min(k, longest)
     who = who.to(torch.int64)
     lane_start = torch.maximum(text_start, end - pat_lens[who] - dist)
     length = end - lane_start
@@ -127,11 +128,11 @@ def hit_starts(text, text_start, end, who, dist, pat, pat_starts, pat_lens, long
     for p0, p1 in groups:
         peq = myers.match_masks(pat, pat_starts[p0:p1], pat_lens[p0:p1], n_sym, words, reverse=True)
         if len(groups) == 1:
-            myers.run("last", text, peq, pat_lens, lane_start, length, lane_pats=who, tag=dist, out=out)
+            myers.run("last", text, peq, pat_lens, lane_start, length, lane_pats=who, tag=dist, k=k, out=out)
             continue
         mine = torch.nonzero((who >= p0) & (who < p1)).squeeze(1)
         part = torch.empty(mine.numel(), dtype=torch.int64, device=end.device)
         myers.run("last", text, peq, pat_lens[p0:p1], lane_start[mine], length[mine], lane_pats=who[mine] - p0,
-                  tag=dist[mine], out=part)
+                  tag=dist[mine], k=k, out=part)
         out[mine] = part
     return end - out

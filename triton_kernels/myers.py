@@ -66,17 +66,19 @@ def _carry(ph, mh):
 
 
 @triton.jit
-def _memory_word(eq_row, w, state_ptr, n_state, slot, ok, known, hin, h, last_word, last_mask, ones):
-    """Hyyro's step on word w of a column kept in ``state``; returns (carry out, h)."""
-    eq = tl.load(eq_row + w, mask=known, other=0).to(tl.uint64, bitcast=True)
-    pv_at = state_ptr + (2 * w) * n_state + slot
-    mv_at = state_ptr + (2 * w + 1) * n_state + slot
-    pv = tl.load(pv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-    mv = tl.load(mv_at, mask=ok, other=0).to(tl.uint64, bitcast=True)
-    pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
-    tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=ok)
-    tl.store(mv_at, mv.to(tl.int64, bitcast=True), mask=ok)
-    return _carry(ph, mh), tl.where(last_word == w, _delta(ph, mh, last_mask), h)
+def _popcount(x):
+    """Set bits of a uint64, in plain tl (the interpreter has no popc)."""
+    x = x - ((x >> 1) & 0x5555555555555555)
+    x = (x & 0x3333333333333333) + ((x >> 2) & 0x3333333333333333)
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0F
+    return ((x * 0x0101010101010101) >> 56).to(tl.int32)
+
+
+@triton.jit
+def _above(pv, score, bottom):
+    """Block cells all > K iff this lower bound of them is: the bottom score minus the +1
+    vertical deltas of rows 1 .. bottom (``bottom``: the bottom row's bit)."""
+    return score - _popcount(pv & ((bottom << 1) - 2))
 
 
 @triton.jit
@@ -100,22 +102,23 @@ def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_p
 @triton.jit
 def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
-    pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,
+    pat_len_ptr, peq_ptr, n_sym,
     k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
     MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
+    CUTOFF: tl.constexpr = False,
 ):
     """Lane l of program (i, q) is text stretch l = i * BLOCK + arange; its pattern is
     lane_pat[l] (PER_LANE_PATTERN) or q = program_id(1) for every lane (uniform match
-    masks). Outputs and state index q * n_lanes + l. WORDS: 1 or 2 keep the column in
-    registers; 0 keeps n_words words per lane in ``state`` (patterns longer than
-    myers_wave.MAX_WORDS words; shorter ones of 3+ words run in myers_wave)."""
+    masks). Outputs index q * n_lanes + l. WORDS: 1 or 2, the column in registers
+    (longer patterns run in myers_wave or myers_band). CUTOFF (DIST): a lane whose column
+    and row 0 are all past k stops (its distance is > k: reported as k + 1), and the
+    program ends when all its lanes have (checked every 8 columns)."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok, q, slot, m, t0, n = _stretches(lane, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
                                        PER_LANE_PATTERN)
     row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
     last_word = row // 64
-    stride = WORDS if WORDS > 0 else n_words  # a constant in the register variants
-    table = peq_ptr + q * n_sym * stride
+    table = peq_ptr + q * n_sym * WORDS
     zero = tl.zeros((BLOCK,), tl.uint64)
     ones = zero - 1  # all bits set
     last_mask = (zero + 1) << (row % 64).to(tl.uint64)
@@ -124,12 +127,6 @@ def myers_kernel(
     else:
         top = tl.zeros((BLOCK,), tl.int32)  # row 0 is 0: a match starts anywhere
     pv0, mv0, pv1, mv1 = ones, zero, ones, zero
-    if WORDS == 0:
-        w = 0
-        while w < n_words:
-            tl.store(state_ptr + (2 * w) * n_state + slot, ones.to(tl.int64, bitcast=True), mask=ok)
-            tl.store(state_ptr + (2 * w + 1) * n_state + slot, zero.to(tl.int64, bitcast=True), mask=ok)
-            w += 1
     score = m  # D[m][0]
     if MODE == HITS or MODE == BEST or MODE == PROFILE:
         # column j (after code j) is the end t0 + j + 1: reported from column first_j on
@@ -145,33 +142,40 @@ def myers_kernel(
     if MODE == LAST:
         target = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
         last = tl.where(ok & (score == target), 0, -1)
-    n_max = tl.max(n, 0)
+    if CUTOFF:
+        over = ok & (m > 0) & (tl.abs(m - n) > k)  # past k already: |m - n| <= distance
+        s0 = tl.full((BLOCK,), 64, tl.int32)  # D[64][j], the bottom of word 0 (two words)
+        bit63 = (zero + 1) << 63
+    else:
+        over = lane < 0
+    n_max = tl.max(tl.where(over, 0, n), 0)
     j = 0
     while j < n_max:
-        live = ok & (j < n)
+        live = ok & (j < n) & ~over
         if MODE == LAST:
             c = tl.load(codes_ptr + t0 + n - 1 - j, mask=live, other=0).to(tl.int64)
         else:
             c = tl.load(codes_ptr + t0 + j, mask=live, other=0).to(tl.int64)
         known = live & (c < n_sym)
-        eq_row = table + c * stride
-        if WORDS == 0:
-            hin = top
-            h = tl.zeros((BLOCK,), tl.int32)
-            w = 0
-            while w < n_words:
-                hin, h = _memory_word(eq_row, w, state_ptr, n_state, slot, ok, known, hin, h, last_word,
-                                      last_mask, ones)
-                w += 1
-        else:
-            eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
-            pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
-            h = _delta(ph0, mh0, last_mask)
-            if WORDS == 2:
-                eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
-                pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, _carry(ph0, mh0), ones)
-                h = tl.where(last_word == 1, _delta(ph1, mh1, last_mask), h)
+        eq_row = table + c * WORDS
+        eq0 = tl.load(eq_row, mask=known, other=0).to(tl.uint64, bitcast=True)
+        pv0, mv0, ph0, mh0 = _myers_word(pv0, mv0, eq0, top, ones)
+        h = _delta(ph0, mh0, last_mask)
+        if WORDS == 2:
+            eq1 = tl.load(eq_row + 1, mask=known, other=0).to(tl.uint64, bitcast=True)
+            pv1, mv1, ph1, mh1 = _myers_word(pv1, mv1, eq1, _carry(ph0, mh0), ones)
+            h = tl.where(last_word == 1, _delta(ph1, mh1, last_mask), h)
         score += tl.where(live & (m > 0), h, 0)
+        if CUTOFF:
+            if WORDS == 2:
+                s0 += tl.where(live, _carry(ph0, mh0), 0)
+            if j % 8 == 7:  # a lower bound of the column: every cell, and row 0 (= j + 1)
+                low = _above(pv0, score, last_mask)
+                if WORDS == 2:
+                    low = tl.where(last_word == 1, tl.minimum(_above(pv0, s0, bit63), _above(pv1, score, last_mask)),
+                                   low)
+                over = over | (live & (m > 0) & (tl.minimum(low, j + 1) > k))
+                n_max = tl.max(tl.where(over, 0, n), 0)
         if MODE == HITS:
             hit = live & (j >= first_j) & (score <= k)
             _append(hit, t0 + j + 1, q + q0, score, tag, counter_ptr, capacity, out_ptr, out2_ptr, out3_ptr,
@@ -186,7 +190,7 @@ def myers_kernel(
             last = tl.where(live & (score == target), j + 1, last)
         j += 1
     if MODE == DIST:
-        tl.store(out_ptr + slot, tl.where(m > 0, score, n), mask=ok)  # empty pattern: n
+        tl.store(out_ptr + slot, tl.where(m > 0, tl.where(over, k + 1, score), n), mask=ok)  # empty pattern: n
     if MODE == BEST:
         tl.store(out_ptr + slot, best, mask=ok)
         tl.store(out2_ptr + slot, t0 + best_j, mask=ok)
@@ -232,43 +236,54 @@ def match_masks(codes, starts, lens, n_sym: int, words: int, reverse: bool = Fal
     return peq.reshape(n, n_sym, words)
 
 
-LAUNCH = {"regs": (128, 4), "memory": (64, 2)}  # (lanes per program, warps) by where the column lives
-WAVE = True  # 3+ word patterns on the wavefront kernel (False: the column in memory, for comparison)
+LAUNCH = (128, 4)  # (lanes per program, warps)
+WAVE = True  # False: patterns of 3+ words on the band kernel with no bound (for comparison)
+BAND_SHARE = 4  # the band kernel when at most 1 / BAND_SHARE of the words are in the band
+
+
+def band_blocks(mode: str, k: int) -> int:
+    """Blocks per column in Ukkonen's band for a bound k: the blocks down to row k (+ the
+    one entering), and in the global modes the band's width on both sides of the diagonal."""
+    return (2 if mode in ("dist", "last") else 1) * (k // 64 + 1) + 1
 
 
 def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=None, n_programs_q: int = 1,
-        own=None, tag=None, k: int = 0, q0: int = 0, out=None, out2=None, out3=None, out4=None,
+        own=None, tag=None, k: int | None = None, q0: int = 0, out=None, out2=None, out3=None, out4=None,
         out_stride: int = 0, counter=None, capacity: int = 0, block: int | None = None):
-    """Launch the kernel over lanes (text stretches) x n_programs_q patterns (one pattern
-    per program), or with ``lane_pats`` one pattern per lane. ``peq`` from match_masks.
-    Patterns of 3 .. myers_wave.MAX_WORDS words go to the wavefront kernel."""
+    """Launch a Myers kernel over lanes (text stretches) x n_programs_q patterns (one
+    pattern per program), or with ``lane_pats`` one pattern per lane. ``peq`` from
+    match_masks. ``k`` bounds the distances that matter (hits: required; dist: values
+    above k may come back as anything > k; last: the largest ``tag``). Patterns of 1-2
+    words run here, 3 .. myers_wave.MAX_WORDS on the wavefront, and longer ones, or any
+    whose band for k is narrow, on myers_band (Ukkonen's cut-off)."""
     n_lanes = lane_lens.numel()
     n_sym, words = peq.shape[1], peq.shape[2]
     if n_lanes == 0 or n_programs_q == 0:
         return
-    from . import myers_wave  # (it imports this module)
+    from . import myers_band, myers_wave  # (they import this module)
 
-    if WAVE and 2 < words <= myers_wave.MAX_WORDS:
-        return myers_wave.run(mode, codes, peq, pat_lens, lane_starts, lane_lens, lane_pats=lane_pats,
-                              n_programs_q=n_programs_q, own=own, tag=tag, k=k, q0=q0, out=out, out2=out2,
-                              out3=out3, out4=out4, out_stride=out_stride, counter=counter, capacity=capacity)
-    n_state = n_lanes * (1 if lane_pats is not None else n_programs_q)
-    state = torch.empty(2 * words * n_state if words > 2 else 1, dtype=torch.int64, device=codes.device)
+    args = dict(lane_pats=lane_pats, n_programs_q=n_programs_q, own=own, tag=tag, q0=q0, out=out, out2=out2,
+                out3=out3, out4=out4, out_stride=out_stride, counter=counter, capacity=capacity)
+    if words > 2:
+        narrow = k is not None and BAND_SHARE * band_blocks(mode, k) <= words
+        if WAVE and words <= myers_wave.MAX_WORDS and not narrow:
+            return myers_wave.run(mode, codes, peq, pat_lens, lane_starts, lane_lens, k=k or 0, **args)
+        return myers_band.run(mode, codes, peq, pat_lens, lane_starts, lane_lens, **args,
+                              **({} if k is None else {"k": k}))
     dummy = lane_lens
-    default_block, num_warps = LAUNCH["regs" if words <= 2 else "memory"]
+    default_block, num_warps = LAUNCH
     block = block or default_block
     num_warps = min(num_warps, max(1, block // 32))
     grid = (triton.cdiv(n_lanes, block), 1 if lane_pats is not None else n_programs_q)
     myers_kernel[grid](
         codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
         dummy if own is None else own, dummy if tag is None else tag, n_lanes,
-        pat_lens, peq, n_sym, words, state, n_state,
-        k, q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
+        pat_lens, peq, n_sym,
+        min(k or 0, BIG.value), q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
         dummy if out4 is None else out4, out_stride,
         dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=words if words <= 2 else 0,
-        BLOCK=block,
-        num_warps=num_warps,
+        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=words, BLOCK=block,
+        CUTOFF=mode == "dist" and k is not None, num_warps=num_warps,
     )
 
 
@@ -276,23 +291,24 @@ STATE_BYTES = 1 << 28  # per launch: match masks, and the column words of > 2-wo
 
 
 def distances(codes, pat_starts, pat_lens, txt_starts, txt_lens, n_sym: int, longest: int, cdist: bool = False,
-              block: int | None = None):
+              max_distance: int | None = None, block: int | None = None):
     """Edit distances of pattern i vs text i, or of every pattern vs every text with cdist
-    ([n_pat * n_txt], pattern-major). ``longest`` bounds the patterns' lengths; patterns go
-    in groups so match masks and column state stay under STATE_BYTES each."""
+    ([n_pat * n_txt], pattern-major); with ``max_distance``, values above it are only
+    "> max_distance" (Ukkonen's band may stop early). ``longest`` bounds the patterns'
+    lengths; patterns go in groups so match masks and column state stay under STATE_BYTES."""
     n_pat, n_txt = pat_lens.numel(), txt_lens.numel()
     words = n_words(longest)
     out = torch.empty(n_pat * n_txt if cdist else n_pat, dtype=torch.int32, device=codes.device)
     lanes_per_pattern = n_txt if cdist else 1
-    per = max(1, min(STATE_BYTES // (n_sym * words * 8), STATE_BYTES // (lanes_per_pattern * words * 16)))
+    per = max(1, min(STATE_BYTES // (n_sym * words * 8), STATE_BYTES // (lanes_per_pattern * words * 24)))
     for p0 in range(0, n_pat, per):
         p1 = min(n_pat, p0 + per)
         peq = match_masks(codes, pat_starts[p0:p1], pat_lens[p0:p1], n_sym, words)
         if cdist:
             run("dist", codes, peq, pat_lens[p0:p1], txt_starts, txt_lens, n_programs_q=p1 - p0,
-                out=out[p0 * n_txt : p1 * n_txt], block=block)
+                k=max_distance, out=out[p0 * n_txt : p1 * n_txt], block=block)
         else:
             lanes = torch.arange(p1 - p0, device=codes.device)
             run("dist", codes, peq, pat_lens[p0:p1], txt_starts[p0:p1], txt_lens[p0:p1], lane_pats=lanes,
-                out=out[p0:p1], block=block)
+                k=max_distance, out=out[p0:p1], block=block)
     return out

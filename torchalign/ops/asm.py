@@ -76,7 +76,7 @@ def asm_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_
         text, codes, n_sym = _kernel_inputs(text_codes, codes, code_bound)
         args = (text, text_offsets, codes, starts, lens, longest, n_sym, k)
         end, pat, dist, tid = _all_hits(lambda cap: K.asm_hits(*args, cap), max_hits)
-        start = K.hit_starts(text, text_offsets[tid], end, pat, dist, codes, starts, lens, longest, n_sym)
+        start = K.hit_starts(text, text_offsets[tid], end, pat, dist, codes, starts, lens, longest, n_sym, k)
     else:
         pat, tid, start, end, dist = cpu.asm_hits(text_codes, text_offsets, codes, starts, lens, k)
         _raise_if_too_many(pat.numel(), max_hits)

@@ -39,14 +39,15 @@ def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, 
         a_longest, b_longest, code_bound = vals[10], vals[11], max(vals[7], vals[9]) + 1
     if use_kernels(a_codes):
         d = _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound,
-                    algorithm, cdist)
+                    max_distance, algorithm, cdist)
     else:
         codes = torch.cat([a_codes, b_codes])
         d = cpu.levenshtein_pairs(codes, a_offsets[:-1], la, b_offsets[:-1] + a_codes.numel(), lb, cdist=cdist)
     return d if max_distance < 0 else d.clamp(max=max_distance + 1)
 
 
-def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound, algorithm, cdist):
+def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound, max_distance,
+            algorithm, cdist):
     codes = torch.cat([a_codes, b_codes])  # one array: a pair may put either side on the rows
     a_starts, b_starts = a_offsets[:-1], b_offsets[:-1] + a_codes.numel()
     short = min(a_longest, b_longest)  # no pair has a shorter side longer than this
@@ -61,13 +62,15 @@ def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest
         raise ValueError(f"algorithm='myers' takes alphabets of <= {MYERS_MAX_SYMBOLS} codes, got codes up to "
                          f"{code_bound - 1}; use algorithm='auto' or 'dp'")
     K = kernels("myers")
+    bound = None if max_distance < 0 else max_distance  # Ukkonen's band for long sequences
     if not cdist:  # per pair, the shorter sequence is the pattern (the DP's rows)
         swap = lb < la
         return K.distances(codes, torch.where(swap, b_starts, a_starts), torch.minimum(la, lb),
-                           torch.where(swap, a_starts, b_starts), torch.maximum(la, lb), code_bound, short)
+                           torch.where(swap, a_starts, b_starts), torch.maximum(la, lb), code_bound, short,
+                           max_distance=bound)
     if a_longest <= b_longest:
-        return K.distances(codes, a_starts, la, b_starts, lb, code_bound, a_longest, cdist=True)
-    d = K.distances(codes, b_starts, lb, a_starts, la, code_bound, b_longest, cdist=True)  # b's side as patterns
+        return K.distances(codes, a_starts, la, b_starts, lb, code_bound, a_longest, cdist=True, max_distance=bound)
+    d = K.distances(codes, b_starts, lb, a_starts, la, code_bound, b_longest, cdist=True, max_distance=bound)  # b's side as patterns
     return d.reshape(lb.numel(), la.numel()).T.reshape(-1)
 
 
