@@ -142,16 +142,17 @@ def myers_kernel(
     if MODE == LAST:
         target = tl.load(lane_tag_ptr + lane, mask=ok, other=0)
         last = tl.where(ok & (score == target), 0, -1)
+    n_max = tl.max(n, 0)
     if CUTOFF:
         over = ok & (m > 0) & (tl.abs(m - n) > k)  # past k already: |m - n| <= distance
         s0 = tl.full((BLOCK,), 64, tl.int32)  # D[64][j], the bottom of word 0 (two words)
         bit63 = (zero + 1) << 63
-    else:
-        over = lane < 0
-    n_max = tl.max(tl.where(over, 0, n), 0)
+        n_max = tl.max(tl.where(over, 0, n), 0)
     j = 0
     while j < n_max:
-        live = ok & (j < n) & ~over
+        live = ok & (j < n)
+        if CUTOFF:
+            live = live & ~over
         if MODE == LAST:
             c = tl.load(codes_ptr + t0 + n - 1 - j, mask=live, other=0).to(tl.int64)
         else:
@@ -190,7 +191,9 @@ def myers_kernel(
             last = tl.where(live & (score == target), j + 1, last)
         j += 1
     if MODE == DIST:
-        tl.store(out_ptr + slot, tl.where(m > 0, tl.where(over, k + 1, score), n), mask=ok)  # empty pattern: n
+        if CUTOFF:
+            score = tl.where(over, k + 1, score)
+        tl.store(out_ptr + slot, tl.where(m > 0, score, n), mask=ok)  # empty pattern: n
     if MODE == BEST:
         tl.store(out_ptr + slot, best, mask=ok)
         tl.store(out2_ptr + slot, t0 + best_j, mask=ok)
