@@ -98,3 +98,36 @@ def asm_best(texts, patterns):
     """([[distance]], [[first end]]) of every pattern x text."""
     cols = [[asm_column(p, t) for t in texts] for p in patterns]
     return [[min(c) for c in row] for row in cols], [[c.index(min(c)) for c in row] for row in cols]
+
+
+def align_score(q, t, score, gap_open, gap_extend, mode):
+    """Gotoh's DP, cell by cell: (score, query end, target end), ends exclusive. ``score(a,
+    b)`` scores two symbols; a gap of length L costs gap_open + (L - 1) * gap_extend.
+    local: the best cell anywhere (0 for the empty alignment at (0, 0)); global: (m, n);
+    semiglobal: the whole query, target ends free: the best cell of row m. Ties: the
+    smallest target end, then the smallest query end."""
+    NEG = float("-inf")
+    m, n = len(q), len(t)
+    gap = lambda L: 0 if L == 0 else -(gap_open + (L - 1) * gap_extend)  # noqa: E731
+    H = [[0] * (n + 1) for _ in range(m + 1)]
+    E = [[NEG] * (n + 1) for _ in range(m + 1)]  # a gap in the query: target residues consumed
+    F = [[NEG] * (n + 1) for _ in range(m + 1)]  # a gap in the target: query residues consumed
+    for i in range(1, m + 1):
+        H[i][0] = 0 if mode == "local" else gap(i)
+    for j in range(1, n + 1):
+        H[0][j] = gap(j) if mode == "global" else 0
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            E[i][j] = max(H[i][j - 1] - gap_open, E[i][j - 1] - gap_extend)
+            F[i][j] = max(H[i - 1][j] - gap_open, F[i - 1][j] - gap_extend)
+            H[i][j] = max(H[i - 1][j - 1] + score(q[i - 1], t[j - 1]), E[i][j], F[i][j])
+            if mode == "local":
+                H[i][j] = max(H[i][j], 0)
+    if mode == "global":
+        return H[m][n], m, n
+    if mode == "semiglobal":
+        best = max(H[m])
+        return best, m, H[m].index(best)
+    cells = [(-H[i][j], j, i) for i in range(m + 1) for j in range(n + 1)]
+    s, j, i = min(cells)
+    return -s, i, j

@@ -1,4 +1,4 @@
-"""The Levenshtein-family kernels compile for a Hopper GPU (sm_90) on this CPU-only machine.
+"""The kernels compile for a Hopper GPU (sm_90) on this CPU-only machine.
 
 The interpreter runs kernels as NumPy and misses what only the GPU compiler rejects
 (loop-carried variables changing type, constexpr misuse, dtype rules of tl.dot); Triton
@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
+from torchalign_kernels import align, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -63,3 +63,12 @@ def test_asm_rows_kernel(mode):
                  row_stride="i64", k="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32", out4_ptr="*i64",
                  out5_ptr="*i64", out_stride="i64", counter_ptr="*i64", capacity="i64")
     compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_align_kernel(mode):
+    types = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
+                 t_len_ptr="*i64", order_ptr="*i64", n_pairs="i32", table_ptr="*i32", width="i32", gap_open="i32",
+                 gap_extend="i32", scratch_ptr="*i32", n_cols="i32", score_ptr="*i32", q_end_ptr="*i64",
+                 t_end_ptr="*i64")
+    compile_for_hopper(align.align_kernel, types, dict(MODE=mode, ROWS=align.ROWS, BLOCK=align.BLOCK))

@@ -212,3 +212,34 @@ def test_levenshtein_band(monkeypatch, rng):
     lev.check_band("cuda", rng, lengths=(1, 20, 64, 65, 100, 128), bounds=(0, 3, 10, 64), n=40)  # registers
     monkeypatch.setattr(myers, "BAND_SHARE", 0)
     lev.check_band("cuda", rng, lengths=(130, 200, 700), bounds=(0, 5, 64, 65), n=30)
+
+
+def test_align_scores(rng):
+    """Scores and ends against the reference and Biopython (every mode, affine and
+    linear gaps, DNA scoring), edge cases, and a batch the size of a real launch against
+    the CPU implementation."""
+    from . import align_cases as al
+
+    al.check_reference("cuda", rng, n=40, lengths=(0, 1, 15, 16, 17, 33, 64, 100))
+    al.check_dna("cuda", rng, n=40)
+    al.check_edges("cuda")
+    qs, ts = al.pairs(rng, 3000, (1, 50, 200, 400))
+    for mode in al.MODES:
+        sc = ta.Scoring()
+        gpu = ta.align_score(ta.encode(qs, "protein", "cuda"), ta.encode(ts, "protein", "cuda"), sc, mode)
+        cpu = ta.align_score(ta.encode(qs, "protein"), ta.encode(ts, "protein"), sc, mode)
+        assert all(torch.equal(a.cpu(), b) for a, b in zip(gpu, cpu)), mode
+
+
+def test_align_real_proteins_and_long_scores(rng):
+    """Real proteins (the Swiss-Prot queries against the proteome) and scores past int16,
+    against parasail."""
+    pytest.importorskip("parasail")
+    from . import align_cases as al
+    from .conftest import read_fasta
+
+    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    pairs = [(q, rng.choice(proteome)) for q in queries] + [(p[20:300], p) for p in rng.sample(proteome, 20)]
+    al.check_parasail("cuda", rng, pairs)
+    al.check_long_scores("cuda", rng, n=6000)

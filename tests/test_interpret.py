@@ -221,3 +221,12 @@ def test_myers_band(monkeypatch, rng):
     lev.check_band("cpu", rng, lengths=(130, 200), bounds=(0, 5, 64), n=3)
     for k in (0, 4):
         asm.check_search("cpu", rng, k=k, text_lens=(0, 300), pat_lens=(130, 150), n_texts=2, n_pat=2)
+
+def test_align_kernel(rng):
+    """The inter-task alignment kernel: tiles of 16 rows, queries of 15, 16, 17 and 33
+    residues (tile edges), every mode, affine and linear gaps, DNA scoring, edge cases."""
+    from . import align_cases as al
+
+    al.check_reference("cpu", rng, n=6, lengths=(0, 1, 15, 16, 17, 33), gaps=((11, 1), (5, 5), (3, 0)))
+    al.check_dna("cpu", rng, n=5)
+    al.check_edges("cpu")

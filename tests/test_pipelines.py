@@ -20,6 +20,9 @@ def _op_samples(device):
     a = ta.encode(["ACGTTGCA", "TTTTACGA", "ACGTNNNN"], "dna", device)
     table = ta.DNA.iupac_match_table().to(device)
     comp = ta.DNA.complement_codes().to(device)
+    q = ta.encode(["MKVLAW", "", "WWHE*X"], "protein", device)
+    blosum = ta.Scoring().table.to(device)
+    dna = ta.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2).table.to(device)
     ops = torch.ops.torchalign
     return [
         (ops.hamming, (a.codes, a.offsets, a.codes.flip(0), a.offsets, 15, True)),
@@ -36,6 +39,11 @@ def _op_samples(device):
         (ops.asm_search, (t.codes, t.offsets, p.codes, p.offsets, 1, None, 1000, 15, -1, -1, "dp", True)),
         (ops.asm_best, (t.codes, t.offsets, p.codes, p.offsets, 15, 5, p.max_length, "myers", False)),
         (ops.asm_profile, (t.codes, t.offsets, p.codes, p.offsets, 15, -1, -1, "dp", True)),
+        (ops.align_score, (q.codes, q.offsets, q.codes.flip(0), q.offsets, blosum,
+                           11, 1, "local", -1, -1, True)),
+        (ops.align_score, (q.codes, q.offsets, q.codes, q.offsets, blosum, 10, 2, "semiglobal", q.max_length,
+                           q.max_length, False)),
+        (ops.align_score, (a.codes, a.offsets, a.codes, a.offsets, dna, 5, 2, "global", -1, -1, True)),
     ]
 
 
@@ -43,6 +51,9 @@ def _op_samples(device):
 def test_opcheck(device):
     for op, args in _op_samples(device):
         torch.library.opcheck(op, args)
+
+
+DNA_SCORING = ta.Scoring(match=2, mismatch=-3, gap_open=5, gap_extend=2)
 
 
 def _pipeline(texts, patterns, a, b):
@@ -53,8 +64,10 @@ def _pipeline(texts, patterns, a, b):
     close = ta.asm_profile(texts, patterns, check=False) <= 1
     found = ta.asm_search(texts, patterns, 1, both_strands=True)
     best, end = ta.asm_best(texts, patterns)
+    local = ta.align_score(a, b, DNA_SCORING, "local")
+    glob = ta.needleman_wunsch(texts, texts, DNA_SCORING, check=False)
     return (near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits, close,
-            found.start, found.end, best, end)
+            found.start, found.end, best, end, local.score, local.target_end, glob.score)
 
 
 @pytest.mark.parametrize("device", DEVICES)

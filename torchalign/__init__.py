@@ -1,11 +1,13 @@
 """torchalign: batched sequence comparison operators for PyTorch, written in Triton."""
 
+from .align import Scores, align_score, needleman_wunsch, smith_waterman
 from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, UNICODE, Alphabet
 from .asm import asm_best, asm_profile, asm_search
 from .batch import PackedBatch, SequenceBatch, encode
 from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
 from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
+from .scoring import Scoring
 
 __version__ = "0.1.0"
 
@@ -14,4 +16,5 @@ __all__ = [
     "SequenceBatch", "PackedBatch", "encode", "Hits", "EditHits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
     "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
+    "Scoring", "Scores", "align_score", "smith_waterman", "needleman_wunsch",
 ]

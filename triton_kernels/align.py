@@ -1,0 +1,183 @@
+"""Inter-task Smith-Waterman / Needleman-Wunsch / semiglobal scores with affine gaps (Gotoh).
+
+One lane aligns one pair (the inter-task scheme of the CUDASW++ lineage). The DP runs in
+tiles of ROWS query rows: a tile's rows live in registers (a tuple of [BLOCK] tensors,
+unrolled), the tile sweeps the target column by column, and only its last row (H and
+the vertical gap F) goes to a scratch row in memory for the next tile: one load and one
+store of 8 bytes per ROWS cells. Pairs are sorted by length so a program's lanes finish
+together. Scores are int32; -2^29 stands for minus infinity, so every true cell must stay
+inside +-2^29 (the op checks a bound before launching).
+
+Substitution scores come from a table padded with one extra code scoring -2^29 against
+everything: query rows past a lane's query and target columns past its target use it,
+so padded cells never reach the best cell (they are strictly below a real neighbour).
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+LOCAL = tl.constexpr(0)
+GLOBAL = tl.constexpr(1)
+SEMIGLOBAL = tl.constexpr(2)
+NEG = tl.constexpr(-(1 << 29))
+
+
+@triton.jit
+def _cell(h_left, e_left, diag, h_up, f_up, s, gap_open, gap_extend, MODE: tl.constexpr):
+    """Gotoh's cell: E (gap in the query, from the left), F (gap in the target, from
+    above), H (the best, >= 0 in local mode)."""
+    e = tl.maximum(h_left - gap_open, e_left - gap_extend)
+    f = tl.maximum(h_up - gap_open, f_up - gap_extend)
+    h = tl.maximum(tl.maximum(diag + s, e), f)
+    if MODE == LOCAL:
+        h = tl.maximum(h, 0)
+    return h, e, f
+
+
+@triton.jit
+def _gap(length, gap_open, gap_extend):
+    """The score of a gap of ``length`` (0 for none)."""
+    return tl.where(length > 0, -(gap_open + (length - 1) * gap_extend), 0)
+
+
+@triton.jit
+def align_kernel(
+    q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, order_ptr, n_pairs,
+    table_ptr, width, gap_open, gap_extend, scratch_ptr, n_cols,
+    score_ptr, q_end_ptr, t_end_ptr,
+    MODE: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """Lane l of program i aligns pair order[i * BLOCK + l]. ``table``: [width, width]
+    int32, code width - 1 the pad. ``scratch``: n_cols x 2 x BLOCK int32 per program."""
+    slot = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    ok = slot < n_pairs
+    p = tl.load(order_ptr + slot, mask=ok, other=0)
+    qs = tl.load(q_start_ptr + p, mask=ok, other=0)
+    ts = tl.load(t_start_ptr + p, mask=ok, other=0)
+    m = tl.load(q_len_ptr + p, mask=ok, other=0).to(tl.int32)
+    n = tl.load(t_len_ptr + p, mask=ok, other=0).to(tl.int32)
+    pad = width - 1
+    zero = tl.zeros((BLOCK,), tl.int32)
+    row_at = scratch_ptr + tl.program_id(0).to(tl.int64) * n_cols * 2 * BLOCK + tl.arange(0, BLOCK)
+    n_max = tl.max(n, 0)
+    m_max = tl.max(m, 0)
+    # row 0: H[0][j] (a leading gap in global mode, else 0), F[0][j] = -inf
+    j = 0
+    while j <= n_max:
+        if MODE == GLOBAL:
+            h0 = zero + _gap(j, gap_open, gap_extend)
+        else:
+            h0 = zero
+        tl.store(row_at + j * 2 * BLOCK, h0)
+        tl.store(row_at + j * 2 * BLOCK + BLOCK, zero + NEG)
+        j += 1
+    if MODE == LOCAL:
+        best = zero  # the empty alignment at (0, 0)
+        best_i = zero
+        best_j = zero
+    else:  # H[m][0] (H[0][n] for an empty global query); row m replaces it
+        if MODE == GLOBAL:
+            best = tl.where(m > 0, _gap(m, gap_open, gap_extend), _gap(n, gap_open, gap_extend))
+        else:
+            best = _gap(m, gap_open, gap_extend)
+        best_i = m
+        best_j = zero
+    r0 = 0
+    while r0 < m_max:
+        # the tile's rows: their table rows, H at column 0, E at column 0 (-inf)
+        rows = ()
+        hs = ()
+        es = ()
+        for r in tl.static_range(ROWS):
+            c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
+            rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
+            if MODE == LOCAL:
+                hs = hs + (zero,)
+            else:
+                hs = hs + (zero + _gap(r0 + r + 1, gap_open, gap_extend),)
+            es = es + (zero + NEG,)
+        if MODE == LOCAL:
+            corner = zero
+        else:
+            corner = zero + _gap(r0, gap_open, gap_extend)  # H[r0][0]
+        j = 1
+        while j <= n_max:
+            c = tl.load(t_ptr + ts + j - 1, mask=j <= n, other=pad).to(tl.int32)
+            c = tl.minimum(c, pad)
+            h_up = tl.load(row_at + j * 2 * BLOCK)
+            f_up = tl.load(row_at + j * 2 * BLOCK + BLOCK)
+            diag = corner
+            corner = h_up
+            new_h = ()
+            new_e = ()
+            for r in tl.static_range(ROWS):
+                s = tl.load(rows[r] + c)
+                h, e, f = _cell(hs[r], es[r], diag, h_up, f_up, s, gap_open, gap_extend, MODE)
+                diag = hs[r]
+                h_up = h
+                f_up = f
+                new_h = new_h + (h,)
+                new_e = new_e + (e,)
+                i = r0 + r + 1
+                if MODE == LOCAL:
+                    better = (h > best) | ((h == best) & (j < best_j))
+                    best_i = tl.where(better, i, best_i)
+                else:
+                    if MODE == GLOBAL:
+                        better = (i == m) & (j == n)
+                    else:
+                        better = (i == m) & (j <= n) & (h > best)
+                best_j = tl.where(better, j, best_j)
+                best = tl.where(better, h, best)
+            hs = new_h
+            es = new_e
+            tl.store(row_at + j * 2 * BLOCK, h_up)  # the tile's last row, for the next tile
+            tl.store(row_at + j * 2 * BLOCK + BLOCK, f_up)
+            j += 1
+        r0 += ROWS
+    if MODE == GLOBAL:
+        best_j = n
+    tl.store(score_ptr + p, best, mask=ok)
+    tl.store(q_end_ptr + p, best_i.to(tl.int64), mask=ok)
+    tl.store(t_end_ptr + p, best_j.to(tl.int64), mask=ok)
+
+
+ROWS = 16  # query rows per tile (registers: about 4 x ROWS per lane)
+BLOCK = 64  # pairs per program
+SCRATCH_BYTES = 1 << 28  # per launch: pairs go in groups so the scratch rows stay under it
+
+
+def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open: int, gap_extend: int,
+                mode: int, rows: int = ROWS, block: int = BLOCK):
+    """(score int32[B], query end int64[B], target end int64[B]) of pairs (query b,
+    target b) with the scoring ``table`` (int32 [S, S]); ``mode`` 0 local, 1 global,
+    2 semiglobal."""
+    B = q_lens.numel()
+    dev = q_codes.device
+    score = torch.empty(B, dtype=torch.int32, device=dev)
+    q_end = torch.empty(B, dtype=torch.int64, device=dev)
+    t_end = torch.empty(B, dtype=torch.int64, device=dev)
+    if B == 0:
+        return score, q_end, t_end
+    size = table.shape[0]
+    padded = torch.full((size + 1, size + 1), NEG.value, dtype=torch.int32, device=dev)
+    padded[:size, :size] = table
+    order = torch.argsort(t_lens * (1 << 32) + q_lens)  # similar pairs share a program
+    n_cols = int(t_lens.max()) + 1
+    per = max(block, SCRATCH_BYTES // (n_cols * 8) // block * block)
+    q_codes = q_codes if q_codes.numel() else torch.zeros(1, dtype=q_codes.dtype, device=dev)
+    t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
+    for p0 in range(0, B, per):
+        part = order[p0 : p0 + per]
+        grid = (triton.cdiv(part.numel(), block),)
+        scratch = torch.empty(grid[0] * n_cols * 2 * block, dtype=torch.int32, device=dev)
+        align_kernel[grid](
+            q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, part, part.numel(),
+            padded, size + 1, gap_open, gap_extend, scratch, n_cols,
+            score, q_end, t_end,
+            MODE=mode, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
+        )
+    return score, q_end, t_end
