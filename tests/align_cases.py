@@ -127,3 +127,36 @@ def check_long_scores(device, rng, n=3000):
     s = ta.align_score(ta.encode([q], "protein", device), ta.encode([t], "protein", device), ta.Scoring(), "local")
     assert s.score.item() > 32767
     check_parasail(device, rng, [(q, t), (t[:2000], q), (q[:1000], "A" * 50 + q[:990])])
+
+
+def check_search(device, rng, n_q=4, n_db=17, lengths=(0, 1, 5, 16, 17, 40), top_k=5, modes=MODES):
+    """Top-k against every pair scored by the reference: scores, indices (ties: the
+    smaller index), both ends; top_k past the database size gives the whole database."""
+    sc = ta.Scoring()
+    qs = [rand_protein(rng, rng.choice(lengths)) for _ in range(n_q)]
+    db = [related(rng, rng.choice(qs)) if rng.random() < 0.5 else rand_protein(rng, rng.choice(lengths))
+          for _ in range(n_db)]
+    db += db[:2]  # exact duplicates: tied scores
+    for mode in modes:
+        for k in (top_k, len(db) + 3):
+            r = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein", device), sc, k, mode=mode)
+            assert r.scores.shape == (n_q, min(k, len(db))) and r.scores.dtype == torch.int32
+            for i, q in enumerate(qs):
+                every = [ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode) for t in db]
+                order = sorted(range(len(db)), key=lambda x: (-every[x][0], x))[: min(k, len(db))]
+                assert r.indices[i].tolist() == order, (mode, i)
+                assert r.scores[i].tolist() == [every[x][0] for x in order]
+                assert r.query_ends[i].tolist() == [every[x][1] for x in order]
+                assert r.ends[i].tolist() == [every[x][2] for x in order]
+
+
+def check_search_parasail(device, queries, db):
+    """Every database score of each query (top_k = the database) against parasail's."""
+    import parasail
+
+    r = ta.search(ta.encode(queries, "protein", device), ta.encode(db, "protein", device), ta.Scoring(), len(db))
+    for i, q in enumerate(queries):
+        profile = parasail.profile_create_sat(q, parasail.blosum62)
+        theirs = [parasail.sw_striped_profile_sat(profile, t, 11, 1).score for t in db]
+        order = sorted(range(len(db)), key=lambda x: (-theirs[x], x))
+        assert r.indices[i].tolist() == order and r.scores[i].tolist() == [theirs[x] for x in order]

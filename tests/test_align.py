@@ -111,3 +111,22 @@ def test_wrappers():
     nw = ta.needleman_wunsch(["HEAGAWGHEE"], ["PAWHEAE"])
     assert sw.score.item() == ref.align_score("HEAGAWGHEE", "PAWHEAE", ta.Scoring().score, 11, 1, "local")[0]
     assert nw.score.item() == ref.align_score("HEAGAWGHEE", "PAWHEAE", ta.Scoring().score, 11, 1, "global")[0]
+
+
+def test_search_top_k(rng):
+    cases.check_search("cpu", rng)
+
+
+def test_search_real_proteins_against_parasail():
+    pytest.importorskip("parasail")
+    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")][:60]
+    cases.check_search_parasail("cpu", [proteome[3][:120], proteome[10][50:200]], proteome)
+
+
+def test_search_errors():
+    with pytest.raises(ValueError, match="top_k: must be >= 1"):
+        ta.search(["MKV"], ["MKV"], top_k=0)
+    with pytest.raises(ValueError, match="database: symbol 'U' is not in BLOSUM62"):
+        ta.search(["MKV"], ["MKUV"])
+    empty = ta.search(["MKV", "W"], [], top_k=3)
+    assert empty.scores.shape == (2, 0) and empty.indices.dtype == torch.int64

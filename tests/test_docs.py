@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming", "torchalign.levenshtein"]
+MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming", "torchalign.levenshtein", "torchalign.asm",
+           "torchalign.scoring", "torchalign.align"]
 
 
 @pytest.mark.parametrize("name", MODULES)

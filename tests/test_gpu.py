@@ -243,3 +243,14 @@ def test_align_real_proteins_and_long_scores(rng):
     pairs = [(q, rng.choice(proteome)) for q in queries] + [(p[20:300], p) for p in rng.sample(proteome, 20)]
     al.check_parasail("cuda", rng, pairs)
     al.check_long_scores("cuda", rng, n=6000)
+
+
+def test_search(rng):
+    pytest.importorskip("parasail")
+    from . import align_cases as al
+    from .conftest import read_fasta
+
+    al.check_search("cuda", rng, n_q=6, n_db=300, lengths=(0, 1, 16, 33, 100), top_k=10)
+    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    al.check_search_parasail("cuda", [queries[0], queries[5][:700], proteome[7]], proteome[:1500])

@@ -230,3 +230,10 @@ def test_align_kernel(rng):
     al.check_reference("cpu", rng, n=6, lengths=(0, 1, 15, 16, 17, 33), gaps=((11, 1), (5, 5), (3, 0)))
     al.check_dna("cpu", rng, n=5)
     al.check_edges("cpu")
+
+
+def test_search_kernel(rng):
+    """ta.search through the kernels: scores only in the scan, ends for the top hits."""
+    from . import align_cases as al
+
+    al.check_search("cpu", rng, n_q=3, n_db=9, lengths=(0, 1, 16, 33), top_k=4)

@@ -44,6 +44,8 @@ def _op_samples(device):
         (ops.align_score, (q.codes, q.offsets, q.codes, q.offsets, blosum, 10, 2, "semiglobal", q.max_length,
                            q.max_length, False)),
         (ops.align_score, (a.codes, a.offsets, a.codes, a.offsets, dna, 5, 2, "global", -1, -1, True)),
+        (ops.search, (q.codes, q.offsets, q.codes, q.offsets, blosum, 11, 1, "local", 2, -1, -1, True)),
+        (ops.search, (a.codes, a.offsets, t.codes, t.offsets, dna, 5, 2, "semiglobal", 10, -1, -1, True)),
     ]
 
 
@@ -66,8 +68,10 @@ def _pipeline(texts, patterns, a, b):
     best, end = ta.asm_best(texts, patterns)
     local = ta.align_score(a, b, DNA_SCORING, "local")
     glob = ta.needleman_wunsch(texts, texts, DNA_SCORING, check=False)
+    top = ta.search(a, texts, DNA_SCORING, top_k=2)
     return (near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits, close,
-            found.start, found.end, best, end, local.score, local.target_end, glob.score)
+            found.start, found.end, best, end, local.score, local.target_end, glob.score, top.scores, top.indices,
+            top.ends)
 
 
 @pytest.mark.parametrize("device", DEVICES)

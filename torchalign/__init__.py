@@ -1,6 +1,6 @@
 """torchalign: batched sequence comparison operators for PyTorch, written in Triton."""
 
-from .align import Scores, align_score, needleman_wunsch, smith_waterman
+from .align import Scores, SearchResult, align_score, needleman_wunsch, search, smith_waterman
 from .alphabet import BYTES, DNA, PROTEIN, RNA, TOKENS, UNICODE, Alphabet
 from .asm import asm_best, asm_profile, asm_search
 from .batch import PackedBatch, SequenceBatch, encode
@@ -16,5 +16,5 @@ __all__ = [
     "SequenceBatch", "PackedBatch", "encode", "Hits", "EditHits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
     "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
-    "Scoring", "Scores", "align_score", "smith_waterman", "needleman_wunsch",
+    "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
 ]

@@ -7,7 +7,7 @@ from typing import NamedTuple
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import batches, check_choice, max_length
+from .inputs import batches, check_choice, check_int, max_length
 from .ops.align import MODES
 from .scoring import Scoring
 
@@ -22,6 +22,52 @@ class Scores(NamedTuple):
     target_end: torch.Tensor  # int64
 
 
+class SearchResult(NamedTuple):
+    """[n_queries, k] each, k = min(top_k, database size), best first: the scores, the
+    database indices (ties: the smaller index first), and the ends (exclusive) of an
+    optimal alignment in the target (``ends``) and in the query (``query_ends``)."""
+
+    scores: torch.Tensor  # int32
+    indices: torch.Tensor  # int64
+    ends: torch.Tensor  # int64
+    query_ends: torch.Tensor  # int64
+
+
+def _scoring_and_batches(names, values, scoring):
+    scoring = scoring if scoring is not None else Scoring()
+    if not isinstance(scoring, Scoring):
+        raise TypeError(f"scoring: expected a ta.Scoring, got {type(scoring).__name__}")
+    batches_ = batches(names, values, scoring.alphabet, scoring.alphabet.name)
+    for name, b in zip(names, batches_):
+        if b.max_code is not None and b.max_code >= scoring.table.shape[0]:
+            symbol = scoring.alphabet.decode(torch.tensor([b.max_code]))
+            raise ValueError(f"{name}: symbol {symbol!r} is not in {scoring.name} (it scores "
+                             f"{scoring.symbols!r}); remove it or pick another matrix")
+    return scoring, batches_, scoring.table.to(batches_[0].device)
+
+
+def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *, mode: str = "local",
+           check: bool = True) -> SearchResult:
+    """Every query against every database sequence; the top_k best per query.
+
+    Scores as align_score's (``mode`` "local" by default); the ends are those of the
+    chosen hits only (the scan itself keeps scores alone). Pairs run on the GPU with the
+    database sorted by length, so a warp's lanes finish together.
+
+    >>> import torchalign as ta
+    >>> db = ["MKVLAAGIW", "GGGGHEAGAWGHEEGG", "PAWHEAE"]
+    >>> r = ta.search(["HEAGAWGHEE"], db, top_k=2)
+    >>> r.indices.tolist(), r.scores.tolist(), r.ends.tolist()
+    ([[1, 0]], [[62, 20]], [[14, 9]])
+    """
+    check_choice("mode", mode, MODES)
+    top_k = check_int("top_k", top_k, 1)
+    scoring, (q, d), table = _scoring_and_batches(("queries", "database"), (queries, database), scoring)
+    out = torch.ops.torchalign.search(q.codes, q.offsets, d.codes, d.offsets, table, scoring.gap_open,
+                                      scoring.gap_extend, mode, top_k, max_length(q), max_length(d), check)
+    return SearchResult(*out)
+
+
 def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "local", *,
                 check: bool = True) -> Scores:
     """The optimal alignment score of each pair (query b, target b) with affine gaps.
@@ -34,24 +80,15 @@ def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "l
     Any lengths; every cell stays exact (a pair whose scores could pass 2^29 raises).
 
     >>> import torchalign as ta
-    >>> s = ta.align_score(["HEAGAWGHEE"], ["PAWHEAE"], ta.Scoring(gap_open=10, gap_extend=1))
+    >>> s = ta.align_score(["HEAGAWGHEE", "HEAGAWGHEE"], ["PAWHEAE", "PAWHEAE"], mode="local")
     >>> s.score.tolist(), s.query_end.tolist(), s.target_end.tolist()
-    ([17], [9], [5])
+    ([17, 17], [9, 9], [5, 5])
     """
-    scoring = scoring if scoring is not None else Scoring()
-    if not isinstance(scoring, Scoring):
-        raise TypeError(f"scoring: expected a ta.Scoring, got {type(scoring).__name__}")
     check_choice("mode", mode, MODES)
-    q, t = batches(("queries", "targets"), (queries, targets), scoring.alphabet, scoring.alphabet.name)
+    scoring, (q, t), table = _scoring_and_batches(("queries", "targets"), (queries, targets), scoring)
     if len(q) != len(t):
         raise ValueError(f"align_score: queries has {len(q)} sequences and targets {len(t)}; pass equal counts "
                          "(ta.search compares every query with every target)")
-    for name, b in (("queries", q), ("targets", t)):
-        if b.max_code is not None and b.max_code >= scoring.table.shape[0]:
-            symbol = scoring.alphabet.decode(torch.tensor([b.max_code]))
-            raise ValueError(f"{name}: symbol {symbol!r} is not in {scoring.name} (it scores "
-                             f"{scoring.symbols!r}); remove it or pick another matrix")
-    table = scoring.table.to(q.device)
     out = torch.ops.torchalign.align_score(q.codes, q.offsets, t.codes, t.offsets, table, scoring.gap_open,
                                            scoring.gap_extend, mode, max_length(q), max_length(t), check)
     return Scores(*out)

@@ -45,23 +45,26 @@ def _gap(length, gap_open, gap_extend):
 
 @triton.jit
 def align_kernel(
-    q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, order_ptr, n_pairs,
-    table_ptr, width, gap_open, gap_extend, scratch_ptr, n_cols,
+    q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, pair_q_ptr, pair_t_ptr, n_pairs,
+    table_ptr, width, gap_open, gap_extend, scratch_ptr, scratch_at_ptr,
     score_ptr, q_end_ptr, t_end_ptr,
-    MODE: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+    MODE: tl.constexpr, TRACK: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """Lane l of program i aligns pair order[i * BLOCK + l]. ``table``: [width, width]
-    int32, code width - 1 the pad. ``scratch``: n_cols x 2 x BLOCK int32 per program."""
+    """Lane l of program i aligns query pair_q[s] with target pair_t[s], s = i * BLOCK + l;
+    outputs go to slot s. ``table``: [width, width] int32, code width - 1 the pad.
+    ``scratch``: 2 x BLOCK int32 per target column of the program, from
+    scratch_at[i]. TRACK: also the ends (else the local mode keeps only the score)."""
     slot = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = slot < n_pairs
-    p = tl.load(order_ptr + slot, mask=ok, other=0)
-    qs = tl.load(q_start_ptr + p, mask=ok, other=0)
-    ts = tl.load(t_start_ptr + p, mask=ok, other=0)
-    m = tl.load(q_len_ptr + p, mask=ok, other=0).to(tl.int32)
-    n = tl.load(t_len_ptr + p, mask=ok, other=0).to(tl.int32)
+    pq = tl.load(pair_q_ptr + slot, mask=ok, other=0)
+    pt = tl.load(pair_t_ptr + slot, mask=ok, other=0)
+    qs = tl.load(q_start_ptr + pq, mask=ok, other=0)
+    ts = tl.load(t_start_ptr + pt, mask=ok, other=0)
+    m = tl.load(q_len_ptr + pq, mask=ok, other=0).to(tl.int32)
+    n = tl.load(t_len_ptr + pt, mask=ok, other=0).to(tl.int32)
     pad = width - 1
     zero = tl.zeros((BLOCK,), tl.int32)
-    row_at = scratch_ptr + tl.program_id(0).to(tl.int64) * n_cols * 2 * BLOCK + tl.arange(0, BLOCK)
+    row_at = scratch_ptr + tl.load(scratch_at_ptr + tl.program_id(0)) + tl.arange(0, BLOCK)
     n_max = tl.max(n, 0)
     m_max = tl.max(m, 0)
     # row 0: H[0][j] (a leading gap in global mode, else 0), F[0][j] = -inf
@@ -77,20 +80,21 @@ def align_kernel(
     if MODE == LOCAL:
         best = zero  # the empty alignment at (0, 0)
         best_i = zero
-        best_j = zero
     else:  # H[m][0] (H[0][n] for an empty global query); row m replaces it
         if MODE == GLOBAL:
             best = tl.where(m > 0, _gap(m, gap_open, gap_extend), _gap(n, gap_open, gap_extend))
         else:
             best = _gap(m, gap_open, gap_extend)
         best_i = m
-        best_j = zero
+    best_j = zero
     r0 = 0
     while r0 < m_max:
-        # the tile's rows: their table rows, H at column 0, E at column 0 (-inf)
+        # the tile's rows: their table rows, H at column 0, E at column 0 (-inf), and
+        # (global, semiglobal) which row is the lane's last
         rows = ()
         hs = ()
         es = ()
+        last = ()
         for r in tl.static_range(ROWS):
             c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
             rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
@@ -99,6 +103,7 @@ def align_kernel(
             else:
                 hs = hs + (zero + _gap(r0 + r + 1, gap_open, gap_extend),)
             es = es + (zero + NEG,)
+            last = last + (m == r0 + r + 1,)
         if MODE == LOCAL:
             corner = zero
         else:
@@ -121,17 +126,20 @@ def align_kernel(
                 f_up = f
                 new_h = new_h + (h,)
                 new_e = new_e + (e,)
-                i = r0 + r + 1
                 if MODE == LOCAL:
-                    better = (h > best) | ((h == best) & (j < best_j))
-                    best_i = tl.where(better, i, best_i)
-                else:
-                    if MODE == GLOBAL:
-                        better = (i == m) & (j == n)
+                    if TRACK:  # ties: the smaller column, then (earlier in the tile) the smaller row
+                        better = (h > best) | ((h == best) & (j < best_j))
+                        best_i = tl.where(better, r0 + r + 1, best_i)
+                        best_j = tl.where(better, j, best_j)
+                        best = tl.where(better, h, best)
                     else:
-                        better = (i == m) & (j <= n) & (h > best)
-                best_j = tl.where(better, j, best_j)
-                best = tl.where(better, h, best)
+                        best = tl.maximum(best, h)
+                elif MODE == GLOBAL:
+                    best = tl.where(last[r] & (j == n), h, best)
+                else:  # padded columns stay below a real cell of row m: no j <= n test
+                    better = last[r] & (h > best)
+                    best_j = tl.where(better, j, best_j)
+                    best = tl.where(better, h, best)
             hs = new_h
             es = new_e
             tl.store(row_at + j * 2 * BLOCK, h_up)  # the tile's last row, for the next tile
@@ -140,44 +148,56 @@ def align_kernel(
         r0 += ROWS
     if MODE == GLOBAL:
         best_j = n
-    tl.store(score_ptr + p, best, mask=ok)
-    tl.store(q_end_ptr + p, best_i.to(tl.int64), mask=ok)
-    tl.store(t_end_ptr + p, best_j.to(tl.int64), mask=ok)
+    tl.store(score_ptr + slot, best, mask=ok)
+    if TRACK:
+        tl.store(q_end_ptr + slot, best_i.to(tl.int64), mask=ok)
+        tl.store(t_end_ptr + slot, best_j.to(tl.int64), mask=ok)
 
 
-ROWS = 16  # query rows per tile (registers: about 4 x ROWS per lane)
-BLOCK = 64  # pairs per program
-SCRATCH_BYTES = 1 << 28  # per launch: pairs go in groups so the scratch rows stay under it
+ROWS = 32  # query rows per tile (registers: about 4 x ROWS per lane); 8..48 measured in NOTES.md
+BLOCK = 32  # pairs per program
 
 
-def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open: int, gap_extend: int,
-                mode: int, rows: int = ROWS, block: int = BLOCK):
-    """(score int32[B], query end int64[B], target end int64[B]) of pairs (query b,
-    target b) with the scoring ``table`` (int32 [S, S]); ``mode`` 0 local, 1 global,
-    2 semiglobal."""
-    B = q_lens.numel()
+def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open: int,
+                gap_extend: int, mode: int, track: bool = True, rows: int = ROWS, block: int = BLOCK):
+    """Align query pair_q[i] with target pair_t[i] for every i: (score int32[P], query end
+    int64[P], target end int64[P]; the ends only with ``track``, else undefined in local
+    mode). ``table``: int32 [S, S] over codes < S; ``mode`` 0 local, 1 global, 2 semiglobal.
+    Pairs run sorted by target then query length, so a program's lanes finish together."""
+    P = pair_q.numel()
     dev = q_codes.device
-    score = torch.empty(B, dtype=torch.int32, device=dev)
-    q_end = torch.empty(B, dtype=torch.int64, device=dev)
-    t_end = torch.empty(B, dtype=torch.int64, device=dev)
-    if B == 0:
+    score = torch.empty(P, dtype=torch.int32, device=dev)
+    q_end = torch.empty(P, dtype=torch.int64, device=dev)
+    t_end = torch.empty(P, dtype=torch.int64, device=dev)
+    if P == 0:
         return score, q_end, t_end
     size = table.shape[0]
     padded = torch.full((size + 1, size + 1), NEG.value, dtype=torch.int32, device=dev)
     padded[:size, :size] = table
-    order = torch.argsort(t_lens * (1 << 32) + q_lens)  # similar pairs share a program
-    n_cols = int(t_lens.max()) + 1
-    per = max(block, SCRATCH_BYTES // (n_cols * 8) // block * block)
+    n_len, m_len = t_lens[pair_t], q_lens[pair_q]
+    order = torch.argsort(n_len * (1 << 32) + m_len)
+    # each program's scratch: 2 x block int32 per column up to its own longest target
+    n_prog = triton.cdiv(P, block)
+    longest = torch.nn.functional.pad(n_len[order], (0, n_prog * block - P)).view(n_prog, block).amax(1)
+    size_of = (longest + 1) * 2 * block
+    scratch_at = torch.cumsum(size_of, 0) - size_of
+    scratch = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
     q_codes = q_codes if q_codes.numel() else torch.zeros(1, dtype=q_codes.dtype, device=dev)
     t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
-    for p0 in range(0, B, per):
-        part = order[p0 : p0 + per]
-        grid = (triton.cdiv(part.numel(), block),)
-        scratch = torch.empty(grid[0] * n_cols * 2 * block, dtype=torch.int32, device=dev)
-        align_kernel[grid](
-            q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, part, part.numel(),
-            padded, size + 1, gap_open, gap_extend, scratch, n_cols,
-            score, q_end, t_end,
-            MODE=mode, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
-        )
+    s_out, qe_out, te_out = torch.empty_like(score), torch.empty_like(q_end), torch.empty_like(t_end)
+    align_kernel[(n_prog,)](
+        q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[order], pair_t[order], P,
+        padded, size + 1, gap_open, gap_extend, scratch, scratch_at,
+        s_out, qe_out, te_out,
+        MODE=mode, TRACK=track, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
+    )
+    score[order], q_end[order], t_end[order] = s_out, qe_out, te_out
     return score, q_end, t_end
+
+
+def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open: int, gap_extend: int,
+                mode: int, **kw):
+    """Pairs (query b, target b): align_pairs with pair_q = pair_t = arange(B)."""
+    b = torch.arange(q_lens.numel(), device=q_codes.device)
+    return align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, b, b, table, gap_open, gap_extend,
+                       mode, **kw)

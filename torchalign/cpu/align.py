@@ -27,13 +27,14 @@ def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap
     score = torch.empty(B, dtype=torch.int32, device=dev)
     q_end = torch.empty(B, dtype=torch.int64, device=dev)
     t_end = torch.empty(B, dtype=torch.int64, device=dev)
-    order = torch.argsort(t_lens * (1 << 32) + q_lens)
-    widths = t_lens[order].tolist()  # plan the groups on the host
+    order = torch.argsort((q_lens // 64) * (1 << 32) + t_lens)  # similar query rows, then target widths
+    widths, heights = t_lens[order].tolist(), (q_lens[order] // 64).tolist()  # plan the groups on the host
     start = 0
     while start < B:
         stop = start + 1
-        # grow the group while the padded target width stays within the budget
-        while stop < B and (stop + 1 - start) * (widths[stop] + 1) <= GROUP_CELLS:
+        # grow the group while the query rows stay alike and the padded width within the budget
+        while (stop < B and heights[stop] == heights[start]
+               and (stop + 1 - start) * (widths[stop] + 1) <= GROUP_CELLS):
             stop += 1
         idx = order[start:stop]
         s, qe, te = _group(q_codes, q_starts[idx], q_lens[idx], t_codes, t_starts[idx], t_lens[idx],

@@ -31,14 +31,11 @@ def _check_bound(table: Tensor, gap_open: int, gap_extend: int, q_longest: int, 
                          "sequences or scale the scores down")
 
 
-@torch.library.custom_op("torchalign::align_score", mutates_args=(), device_types=DEVICES)
-def align_score(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: Tensor, table: Tensor,
-                gap_open: int, gap_extend: int, mode: str, q_longest: int, t_longest: int,
-                check: bool) -> tuple[Tensor, Tensor, Tensor]:
-    q_lens = q_offsets[1:] - q_offsets[:-1]
-    t_lens = t_offsets[1:] - t_offsets[:-1]
-    size = table.shape[0]
+def _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, q_longest, t_longest, check,
+              names=("queries", "targets")):
+    """Offsets and codes (check=True), then the score bound; one host read at most."""
     if check or min(q_longest, t_longest) < 0:
+        q_lens, t_lens = q_offsets[1:] - q_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
         zero = q_lens.new_tensor(0)
         vals = checks.read(
             checks.offsets_facts(q_codes, q_offsets) + checks.offsets_facts(t_codes, t_offsets)
@@ -46,18 +43,33 @@ def align_score(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: 
             + [q_lens.max() if q_lens.numel() else zero, t_lens.max() if t_lens.numel() else zero]
         )
         if check:
-            for name, facts, (lo, hi) in (("queries", vals[0:3], vals[6:8]), ("targets", vals[3:6], vals[8:10])):
+            for name, facts, (lo, hi) in ((names[0], vals[0:3], vals[6:8]), (names[1], vals[3:6], vals[8:10])):
                 checks.raise_if_bad(name, facts, 0, 0, 1)
-                if lo < 0 or hi >= size:
-                    raise ValueError(f"{name}: codes must lie in [0, {size}) (the scoring matrix's symbols), found "
-                                     f"{lo}..{hi}; a symbol the matrix lacks, or a batch of another alphabet")
+                if lo < 0 or hi >= table.shape[0]:
+                    raise ValueError(f"{name}: codes must lie in [0, {table.shape[0]}) (the scoring matrix's "
+                                     f"symbols), found {lo}..{hi}; a symbol the matrix lacks, or another alphabet")
         q_longest, t_longest = vals[10], vals[11]
     _check_bound(table, gap_open, gap_extend, q_longest, t_longest)
+
+
+def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track):
+    """Scores (and ends with ``track``) of query pair_q[i] against target pair_t[i]."""
+    q_starts, q_lens = q_offsets[:-1], q_offsets[1:] - q_offsets[:-1]
+    t_starts, t_lens = t_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
     if use_kernels(q_codes):
-        return kernels("align").align_score(q_codes, q_offsets[:-1], q_lens, t_codes, t_offsets[:-1], t_lens, table,
-                                            gap_open, gap_extend, MODES.index(mode))
-    return cpu.align_score(q_codes, q_offsets[:-1], q_lens, t_codes, t_offsets[:-1], t_lens, table, gap_open,
-                           gap_extend, mode)
+        return kernels("align").align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
+                                            table, gap_open, gap_extend, MODES.index(mode), track=track)
+    return cpu.align_score(q_codes, q_starts[pair_q], q_lens[pair_q], t_codes, t_starts[pair_t], t_lens[pair_t],
+                           table, gap_open, gap_extend, mode)
+
+
+@torch.library.custom_op("torchalign::align_score", mutates_args=(), device_types=DEVICES)
+def align_score(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: Tensor, table: Tensor,
+                gap_open: int, gap_extend: int, mode: str, q_longest: int, t_longest: int,
+                check: bool) -> tuple[Tensor, Tensor, Tensor]:
+    _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, q_longest, t_longest, check)
+    b = torch.arange(q_offsets.numel() - 1, device=q_codes.device)
+    return _pairs(q_codes, q_offsets, t_codes, t_offsets, b, b, table, gap_open, gap_extend, mode, True)
 
 
 @align_score.register_fake
@@ -65,3 +77,43 @@ def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode,
     n = q_offsets.shape[0] - 1
     return (q_offsets.new_empty(n, dtype=torch.int32), q_offsets.new_empty(n, dtype=torch.int64),
             q_offsets.new_empty(n, dtype=torch.int64))
+
+
+PAIRS_PER_LAUNCH = 1 << 24  # query x database pairs scored per launch (16 B of pair indices each)
+
+
+@torch.library.custom_op("torchalign::search", mutates_args=(), device_types=DEVICES)
+def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tensor, table: Tensor, gap_open: int,
+           gap_extend: int, mode: str, top_k: int, q_longest: int, d_longest: int,
+           check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    _validate(q_codes, q_offsets, d_codes, d_offsets, table, gap_open, gap_extend, q_longest, d_longest, check,
+              ("queries", "database"))
+    n_q, n_d = q_offsets.numel() - 1, d_offsets.numel() - 1
+    k = min(top_k, n_d)
+    dev = q_codes.device
+    keys = torch.empty((n_q, k), dtype=torch.int64, device=dev)
+    per = max(1, PAIRS_PER_LAUNCH // max(n_d, 1))
+    targets = torch.arange(n_d, device=dev)
+    for q0 in range(0, n_q, per):
+        q1 = min(n_q, q0 + per)
+        pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(n_d)
+        pair_t = targets.repeat(q1 - q0)
+        score = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode,
+                       False)[0]
+        # the best scores, ties to the smallest database index: one int64 key each
+        key = (score.to(torch.int64) << 32) + ((1 << 32) - 1 - pair_t)
+        keys[q0:q1] = torch.topk(key.view(q1 - q0, n_d), k, dim=1).values
+    scores = (keys >> 32).to(torch.int32)
+    indices = (1 << 32) - 1 - (keys & 0xFFFFFFFF)
+    # the ends of the chosen pairs only
+    pair_q = torch.arange(n_q, device=dev).repeat_interleave(k)
+    _, q_end, t_end = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, indices.reshape(-1), table, gap_open,
+                             gap_extend, mode, True)
+    return scores, indices, t_end.view(n_q, k), q_end.view(n_q, k)
+
+
+@search.register_fake
+def _(q_codes, q_offsets, d_codes, d_offsets, table, gap_open, gap_extend, mode, top_k, q_longest, d_longest, check):
+    shape = (q_offsets.shape[0] - 1, min(top_k, d_offsets.shape[0] - 1))
+    return (q_offsets.new_empty(shape, dtype=torch.int32), q_offsets.new_empty(shape, dtype=torch.int64),
+            q_offsets.new_empty(shape, dtype=torch.int64), q_offsets.new_empty(shape, dtype=torch.int64))
