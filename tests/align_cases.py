@@ -138,16 +138,16 @@ def check_search(device, rng, n_q=4, n_db=17, lengths=(0, 1, 5, 16, 17, 40), top
           for _ in range(n_db)]
     db += db[:2]  # exact duplicates: tied scores
     for mode in modes:
+        every = [[ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode) for t in db] for q in qs]
         for k in (top_k, len(db) + 3):
             r = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein", device), sc, k, mode=mode)
             assert r.scores.shape == (n_q, min(k, len(db))) and r.scores.dtype == torch.int32
-            for i, q in enumerate(qs):
-                every = [ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode) for t in db]
-                order = sorted(range(len(db)), key=lambda x: (-every[x][0], x))[: min(k, len(db))]
+            for i, every_i in enumerate(every):
+                order = sorted(range(len(db)), key=lambda x: (-every_i[x][0], x))[: min(k, len(db))]
                 assert r.indices[i].tolist() == order, (mode, i)
-                assert r.scores[i].tolist() == [every[x][0] for x in order]
-                assert r.query_ends[i].tolist() == [every[x][1] for x in order]
-                assert r.ends[i].tolist() == [every[x][2] for x in order]
+                assert r.scores[i].tolist() == [every_i[x][0] for x in order]
+                assert r.query_ends[i].tolist() == [every_i[x][1] for x in order]
+                assert r.ends[i].tolist() == [every_i[x][2] for x in order]
 
 
 def check_search_parasail(device, queries, db):

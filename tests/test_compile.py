@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import align, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
+from torchalign_kernels import align, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -73,3 +73,13 @@ def test_align_kernel(mode, track):
                  width="i32", gap_open="i32", gap_extend="i32", scratch_ptr="*i32", scratch_at_ptr="*i64",
                  score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
     compile_for_hopper(align.align_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, BLOCK=align.BLOCK))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+@pytest.mark.parametrize("track", [False, True])
+def test_align_wave_kernel(mode, track):
+    types = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
+                 t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
+                 gap_open="i32", gap_extend="i32", row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32",
+                 score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
+    compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))

@@ -224,6 +224,8 @@ def test_align_scores(rng):
     al.check_dna("cuda", rng, n=40)
     al.check_edges("cuda")
     qs, ts = al.pairs(rng, 3000, (1, 50, 200, 400))
+    qs += [al.rand_protein(rng, rng.choice([40, 700, 3000])) for _ in range(40)]  # long targets: align_wave
+    ts += [al.related(rng, q) + al.rand_protein(rng, rng.choice([1100, 2500])) for q in qs[-40:]]
     for mode in al.MODES:
         sc = ta.Scoring()
         gpu = ta.align_score(ta.encode(qs, "protein", "cuda"), ta.encode(ts, "protein", "cuda"), sc, mode)
@@ -250,7 +252,7 @@ def test_search(rng):
     from . import align_cases as al
     from .conftest import read_fasta
 
-    al.check_search("cuda", rng, n_q=6, n_db=300, lengths=(0, 1, 16, 33, 100), top_k=10)
+    al.check_search("cuda", rng, n_q=4, n_db=120, lengths=(0, 1, 16, 33, 70), top_k=10)
     proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
     queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
     al.check_search_parasail("cuda", [queries[0], queries[5][:700], proteome[7]], proteome[:1500])

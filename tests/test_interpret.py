@@ -232,6 +232,19 @@ def test_align_kernel(rng):
     al.check_edges("cpu")
 
 
+def test_align_long_targets_wavefront(monkeypatch, rng):
+    """Targets past LONG_TARGET run one pair per program, row tiles as a wavefront; with
+    two lanes per pass, queries of 70 take two passes."""
+    from torchalign_kernels import align, align_wave
+
+    from . import align_cases as al
+
+    monkeypatch.setattr(align, "LONG_TARGET", 20)
+    monkeypatch.setattr(align_wave, "W_MAX", 2)
+    al.check_reference("cpu", rng, n=6, lengths=(0, 1, 17, 40, 70), gaps=((11, 1), (3, 0)))
+    al.check_search("cpu", rng, n_q=2, n_db=6, lengths=(0, 1, 16, 33), top_k=3, modes=("local",))
+
+
 def test_search_kernel(rng):
     """ta.search through the kernels: scores only in the scan, ends for the top hits."""
     from . import align_cases as al

@@ -15,6 +15,8 @@ so padded cells never reach the best cell (they are strictly below a real neighb
 Pure: imports only torch and triton.
 """
 
+import contextlib
+
 import torch
 import triton
 import triton.language as tl
@@ -154,8 +156,17 @@ def align_kernel(
         tl.store(t_end_ptr + slot, best_j.to(tl.int64), mask=ok)
 
 
+LONG_TARGET = 1024  # targets this long go to align_wave (one pair per program)
 ROWS = 32  # query rows per tile (registers: about 4 x ROWS per lane); 8..48 measured in NOTES.md
 BLOCK = 32  # pairs per program
+
+
+def padded_table(table):
+    """The table with one more code, scoring NEG against everything (the pad)."""
+    size = table.shape[0]
+    padded = torch.full((size + 1, size + 1), NEG.value, dtype=torch.int32, device=table.device)
+    padded[:size, :size] = table
+    return padded
 
 
 def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open: int,
@@ -171,10 +182,28 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     t_end = torch.empty(P, dtype=torch.int64, device=dev)
     if P == 0:
         return score, q_end, t_end
-    size = table.shape[0]
-    padded = torch.full((size + 1, size + 1), NEG.value, dtype=torch.int32, device=dev)
-    padded[:size, :size] = table
+    padded = padded_table(table)
     n_len, m_len = t_lens[pair_t], q_lens[pair_q]
+    long = n_len >= LONG_TARGET
+    if bool(long.any()):  # long targets: one pair per program, row tiles as a wavefront
+        from .align_wave import align_long
+
+        at = torch.nonzero(long).squeeze(1)
+        s_l, qe_l, te_l = (torch.empty(at.numel(), dtype=x.dtype, device=dev) for x in (score, q_end, t_end))
+        side = torch.cuda.Stream(dev) if dev.type == "cuda" else None  # overlaps the inter-task launch
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+            align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[at], pair_t[at], padded,
+                       gap_open, gap_extend, mode, track, rows, s_l, qe_l, te_l)
+        short = torch.nonzero(~long).squeeze(1)
+        s_s, qe_s, te_s = align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[short],
+                                      pair_t[short], table, gap_open, gap_extend, mode, track, rows, block)
+        if side is not None:  # (the outputs were allocated on this stream and outlive the wait)
+            torch.cuda.current_stream(dev).wait_stream(side)
+        score[at], q_end[at], t_end[at] = s_l, qe_l, te_l
+        score[short], q_end[short], t_end[short] = s_s, qe_s, te_s
+        return score, q_end, t_end
     order = torch.argsort(n_len * (1 << 32) + m_len)
     # each program's scratch: 2 x block int32 per column up to its own longest target
     n_prog = triton.cdiv(P, block)
@@ -187,7 +216,7 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     s_out, qe_out, te_out = torch.empty_like(score), torch.empty_like(q_end), torch.empty_like(t_end)
     align_kernel[(n_prog,)](
         q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[order], pair_t[order], P,
-        padded, size + 1, gap_open, gap_extend, scratch, scratch_at,
+        padded, padded.shape[0], gap_open, gap_extend, scratch, scratch_at,
         s_out, qe_out, te_out,
         MODE=mode, TRACK=track, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
     )

@@ -1,0 +1,176 @@
+"""Long pairs: one pair per program, its query's row tiles on the lanes, as a wavefront.
+
+The inter-task kernel (align.py) gives a pair one lane, so a pair with a long target
+runs alone at one warp's speed and its program finishes long after the rest (measured:
+one 1,000 x 5,000 pair is most of a 20,000-pair launch). Here lane w holds query rows
+[w ROWS, (w + 1) ROWS) in registers and at step t computes column t - w + 1: the bottom
+row of tile w - 1 at that column was made one step earlier and comes through a small
+double-buffered scratch array (one barrier per step). W lanes cover W x ROWS rows per
+pass; a longer query takes several passes, the last tile's bottom row going to a scratch
+row as in align.py. The best cell is reduced across lanes at the end with the same tie
+rule (score, then the smallest target end, then the smallest query end).
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .align import GLOBAL, LOCAL, NEG, _cell, _gap
+
+BIG = tl.constexpr(1 << 30)
+
+
+@triton.jit
+def align_wave_kernel(
+    q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, pair_q_ptr, pair_t_ptr,
+    table_ptr, width, gap_open, gap_extend, row_ptr, row_at_ptr, buf_ptr,
+    score_ptr, q_end_ptr, t_end_ptr,
+    MODE: tl.constexpr, TRACK: tl.constexpr, ROWS: tl.constexpr, W: tl.constexpr,
+):
+    """Program i aligns query pair_q[i] with target pair_t[i]; outputs go to slot i.
+    ``row``: 2 int32 per target column from row_at[i] (a pass's last row); ``buf``: 2 x 2 x W
+    int32 per program (the carries between lanes)."""
+    pid = tl.program_id(0)
+    w = tl.arange(0, W)
+    pq = tl.load(pair_q_ptr + pid)
+    pt = tl.load(pair_t_ptr + pid)
+    qs = tl.load(q_start_ptr + pq)
+    ts = tl.load(t_start_ptr + pt)
+    m = tl.load(q_len_ptr + pq).to(tl.int32)
+    n = tl.load(t_len_ptr + pt).to(tl.int32)
+    pad = width - 1
+    zero = tl.zeros((W,), tl.int32)
+    row = row_ptr + tl.load(row_at_ptr + pid)
+    buf = buf_ptr + pid.to(tl.int64) * 4 * W + w
+    j = 0
+    while j <= n:  # row 0
+        if MODE == GLOBAL:
+            tl.store(row + 2 * j, _gap(j, gap_open, gap_extend))
+        else:
+            tl.store(row + 2 * j, 0)
+        tl.store(row + 2 * j + 1, NEG)
+        j += 1
+    tl.debug_barrier()
+    if MODE == LOCAL:
+        best = zero
+        best_i = zero
+    else:
+        if MODE == GLOBAL:  # H[0][n] or H[m][0] when a side is empty, else the lane of row m sets it
+            first = tl.where(m > 0, _gap(m, gap_open, gap_extend), _gap(n, gap_open, gap_extend))
+            best = tl.where((w == 0) & ((m == 0) | (n == 0)), first, NEG)
+        else:
+            best = tl.where(w == 0, _gap(m, gap_open, gap_extend), NEG)  # lane 0 holds H[m][0]
+        best_i = zero + m
+    best_j = zero
+    p0 = 0
+    while p0 < m:  # passes of W tiles
+        r0 = p0 + w * ROWS  # each lane's first row (0-based)
+        rows = ()
+        hs = ()
+        es = ()
+        last = ()
+        for r in tl.static_range(ROWS):
+            c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
+            rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
+            if MODE == LOCAL:
+                hs = hs + (zero,)
+            else:
+                hs = hs + (_gap(r0 + r + 1, gap_open, gap_extend),)
+            es = es + (zero + NEG,)
+            last = last + (m == r0 + r + 1,)
+        if MODE == LOCAL:
+            corner = zero
+        else:
+            corner = _gap(r0, gap_open, gap_extend)
+        h_in = zero
+        f_in = zero
+        t = 0
+        while t < n + W - 1:
+            col = t - w + 1  # each lane's column (j)
+            live = (col >= 1) & (col <= n)
+            # lane 0 reads the pass's top row; the others got theirs through buf last step
+            h_top = tl.load(row + 2 * col, mask=(w == 0) & live, other=0)
+            f_top = tl.load(row + 2 * col + 1, mask=(w == 0) & live, other=0)
+            h_up = tl.where(w == 0, h_top, h_in)
+            f_up = tl.where(w == 0, f_top, f_in)
+            c = tl.load(t_ptr + ts + col - 1, mask=live, other=pad).to(tl.int32)
+            c = tl.minimum(c, pad)
+            diag = corner
+            new_h = ()
+            new_e = ()
+            for r in tl.static_range(ROWS):
+                s = tl.load(rows[r] + c)
+                h, e, f = _cell(hs[r], es[r], diag, h_up, f_up, s, gap_open, gap_extend, MODE)
+                diag = hs[r]
+                h_up = h
+                f_up = f
+                new_h = new_h + (tl.where(live, h, hs[r]),)
+                new_e = new_e + (tl.where(live, e, es[r]),)
+                if MODE == LOCAL:
+                    if TRACK:
+                        better = live & ((h > best) | ((h == best) & (col < best_j)))
+                        best_i = tl.where(better, r0 + r + 1, best_i)
+                        best_j = tl.where(better, col, best_j)
+                        best = tl.where(better, h, best)
+                    else:
+                        best = tl.where(live, tl.maximum(best, h), best)
+                elif MODE == GLOBAL:
+                    best = tl.where(live & last[r] & (col == n), h, best)
+                else:
+                    better = live & last[r] & (h > best)
+                    best_j = tl.where(better, col, best_j)
+                    best = tl.where(better, h, best)
+            hs = new_h
+            es = new_e
+            corner = tl.where(live, tl.where(w == 0, h_top, h_in), corner)
+            # pass the bottom row down: lane w writes, lane w + 1 reads after the barrier
+            here = buf + (t % 2) * 2 * W
+            tl.store(here, h_up)
+            tl.store(here + W, f_up)
+            tl.store(row + 2 * col, h_up, mask=(w == W - 1) & live)  # the pass's last row
+            tl.store(row + 2 * col + 1, f_up, mask=(w == W - 1) & live)
+            tl.debug_barrier()
+            h_in = tl.load(here - 1, mask=w > 0, other=0)
+            f_in = tl.load(here + W - 1, mask=w > 0, other=0)
+            t += 1
+        p0 += W * ROWS
+    # reduce across lanes: the best score, then the smallest column, then the smallest row
+    top = tl.max(best, 0)
+    if MODE == GLOBAL:
+        j_top = n
+    else:
+        j_top = tl.min(tl.where(best == top, best_j, BIG), 0)
+    if MODE == LOCAL and TRACK:
+        i_top = tl.min(tl.where((best == top) & (best_j == j_top), best_i, BIG), 0)
+    else:
+        i_top = m
+    tl.store(score_ptr + pid, top)
+    if TRACK:
+        tl.store(q_end_ptr + pid, i_top.to(tl.int64))
+        tl.store(t_end_ptr + pid, j_top.to(tl.int64))
+
+
+W_MAX = 128  # lanes (row tiles) per pair and pass
+
+
+def align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, padded, gap_open: int,
+               gap_extend: int, mode: int, track: bool, rows: int, score, q_end, t_end):
+    """Pairs pair_q[i], pair_t[i] one per program, writing slot i of score / q_end / t_end.
+    ``padded``: the table with its pad code (align.padded_table)."""
+    P = pair_q.numel()
+    if P == 0:
+        return
+    dev = q_codes.device
+    W = min(W_MAX, triton.next_power_of_2(triton.cdiv(int(q_lens[pair_q].max()), rows)))
+    size_of = (t_lens[pair_t] + 1) * 2
+    row_at = torch.cumsum(size_of, 0) - size_of
+    row = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
+    buf = torch.empty(P * 4 * W, dtype=torch.int32, device=dev)
+    align_wave_kernel[(P,)](
+        q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
+        padded, padded.shape[0], gap_open, gap_extend, row, row_at, buf,
+        score, q_end, t_end,
+        MODE=mode, TRACK=track, ROWS=rows, W=W, num_warps=max(1, W // 32),
+    )
