@@ -1,4 +1,4 @@
-"""Tile height (ROWS) and lanes per program (BLOCK) of the inter-task alignment kernel.
+"""Tile height (ROWS), lanes per program (BLOCK) and the long-target threshold of the alignment kernels.
 
     python benchmarks/tune_align.py
 
@@ -28,15 +28,18 @@ def main():
     table = ta.Scoring().table.cuda()
     args = (Q.codes, Q.offsets[:-1], Q.offsets[1:] - Q.offsets[:-1], T.codes, T.offsets[:-1],
             T.offsets[1:] - T.offsets[:-1], table, 11, 1, 0)
-    cells = 1000.0 * T.codes.numel()
+    cells = 1000.0 * T.codes.numel() / 1e3  # per ms -> GCUPS below
     want = None
-    for rows in (8, 16, 32, 48):
-        for block in (32, 64, 128):
-            got = K.align_score(*args, rows=rows, block=block)[0]
-            want = got if want is None else want
-            ms = bench(lambda: K.align_score(*args, rows=rows, block=block), torch.device("cuda"), warmup=2, rep=5)
-            print(f"ROWS={rows:3d} BLOCK={block:4d}: {ms:8.2f} ms  {cells / ms / 1e9:7.1f} TCUPS"
-                  f"  {'same' if torch.equal(got, want) else 'DIFFERENT'}", flush=True)
+    for long in (1 << 30, 2048, 1024, 512):
+        K.LONG_TARGET = long
+        for rows in (16, 32, 48):
+            for block in (32, 64):
+                got = K.align_score(*args, rows=rows, block=block)[0]
+                want = got if want is None else want
+                ms = bench(lambda: K.align_score(*args, rows=rows, block=block), torch.device("cuda"), warmup=2,
+                           rep=5)
+                print(f"LONG_TARGET={long:10d} ROWS={rows:3d} BLOCK={block:4d}: {ms:8.2f} ms "
+                      f"{cells / ms / 1e9:7.1f} GCUPS  {'same' if torch.equal(got, want) else 'DIFFERENT'}", flush=True)
 
 
 if __name__ == "__main__":
