@@ -11,12 +11,15 @@ from .batch import SequenceBatch, encode
 def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> list[SequenceBatch]:
     """Encode several inputs with one alphabet and check they share alphabet, dtype and device.
 
-    ``alphabet`` None: a SequenceBatch among the inputs decides, else ``default``.
+    ``alphabet`` None: a SequenceBatch among the inputs decides, else ``default``. Plain
+    strings go to the device of a SequenceBatch given beside them (queries as strings
+    against a database on the GPU).
     """
     explicit = alphabet is not None
     if not explicit:
         given = [v.alphabet for v in values if isinstance(v, SequenceBatch)]
         alphabet = given[0] if given else None
+    devices = [v.device for v in values if isinstance(v, SequenceBatch)]
     out = []
     for name, v in zip(names, values):
         try:
@@ -26,6 +29,8 @@ def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> li
                 b = encode(v, default)
             else:
                 b = encode(v, alphabet)
+            if devices and isinstance(v, (str, bytes, bytearray, list)) and _all_text(v):
+                b = b.to(devices[0])
         except (TypeError, ValueError) as e:
             raise type(e)(f"{name}: {e}") from None
         out.append(b)
