@@ -101,6 +101,7 @@ def main() -> int:
     per_query_ms = 0.0
     for q in queries:
         cells = float(len(q)) * residues
+        ta.search([q], D, sc)  # warm-up (a new kernel variant compiles on its first call)
         ms = time_once(lambda: ta.search([q], D, sc), device)
         rows.append(Row(f"search {len(q)} aa vs {n_db} seqs ({residues / 1e6:.0f} M aa)", "torchalign", ms, cells,
                         "CUPS"))
@@ -109,6 +110,7 @@ def main() -> int:
         print(clock(), f"{len(q)} aa: {ms:.1f} ms, {cells / ms / 1e9:.1f} TCUPS", flush=True)
     overall = f"search, {len(queries)} queries vs {n_db} seqs, overall"
     rows.append(Row(overall, "torchalign, one call per query (sum)", per_query_ms, total_cells, "CUPS"))
+    ta.search(queries, D, sc)
     ms = time_once(lambda: ta.search(queries, D, sc), device)
     rows.append(Row(overall, "torchalign, one call for all queries", ms, total_cells, "CUPS",
                     "torchalign, one call per query (sum)"))
@@ -120,6 +122,7 @@ def main() -> int:
     peer_wl = f"search, {len(queries)} queries vs the first {len(_DB)} seqs ({sub_res / 1e6:.1f} M aa)"
     S = ta.encode(_DB, "protein", device)
     ours = ta.search(queries, S, sc, top_k=len(_DB))
+    ta.search(queries, S, sc)
     ms = time_once(lambda: ta.search(queries, S, sc), device)
     rows.append(Row(peer_wl, "torchalign", ms, sub_cells, "CUPS"))
     workers = os.cpu_count() or 1

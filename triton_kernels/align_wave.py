@@ -153,6 +153,7 @@ def align_wave_kernel(
 
 
 W_MAX = 128  # lanes (row tiles) per pair and pass
+W_SMALL = 32  # for queries of up to 32 tiles
 
 
 def align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, padded, gap_open: int,
@@ -163,7 +164,8 @@ def align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pai
     if P == 0:
         return
     dev = q_codes.device
-    W = min(W_MAX, triton.next_power_of_2(triton.cdiv(int(q_lens[pair_q].max()), rows)))
+    tiles = triton.cdiv(int(q_lens[pair_q].max()), rows)
+    W = min(W_SMALL, W_MAX) if tiles <= W_SMALL else W_MAX  # two variants: each compiles for ~20 s
     size_of = (t_lens[pair_t] + 1) * 2
     row_at = torch.cumsum(size_of, 0) - size_of
     row = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
