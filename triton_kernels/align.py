@@ -5,8 +5,10 @@ tiles of ROWS query rows: a tile's rows live in registers (a tuple of [BLOCK] te
 unrolled), the tile sweeps the target column by column, and only its last row (H and
 the vertical gap F) goes to a scratch row in memory for the next tile: one load and one
 store of 8 bytes per ROWS cells. Pairs are sorted by length so a program's lanes finish
-together. Scores are int32; -2^29 stands for minus infinity, so every true cell must stay
-inside +-2^29 (the op checks a bound before launching).
+together; pairs whose target reaches LONG_TARGET run in align_wave instead (a long pair
+on one lane would keep its program running long after the rest), on a second stream.
+Scores are int32; -2^29 stands for minus infinity, so every true cell must stay inside
++-2^29 (the op checks a bound before launching).
 
 Substitution scores come from a table padded with one extra code scoring -2^29 against
 everything: query rows past a lane's query and target columns past its target use it,
