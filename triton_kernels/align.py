@@ -184,6 +184,8 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     t_end = torch.empty(P, dtype=torch.int64, device=dev)
     if P == 0:
         return score, q_end, t_end
+    q_codes = q_codes if q_codes.numel() else torch.zeros(1, dtype=q_codes.dtype, device=dev)  # (no empty pointers)
+    t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
     padded = padded_table(table)
     n_len, m_len = t_lens[pair_t], q_lens[pair_q]
     long = n_len >= LONG_TARGET
@@ -213,8 +215,6 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     size_of = (longest + 1) * 2 * block
     scratch_at = torch.cumsum(size_of, 0) - size_of
     scratch = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
-    q_codes = q_codes if q_codes.numel() else torch.zeros(1, dtype=q_codes.dtype, device=dev)
-    t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
     s_out, qe_out, te_out = torch.empty_like(score), torch.empty_like(q_end), torch.empty_like(t_end)
     align_kernel[(n_prog,)](
         q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[order], pair_t[order], P,
