@@ -48,6 +48,54 @@ def _gap(length, gap_open, gap_extend):
 
 
 @triton.jit
+def _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend, MODE: tl.constexpr,
+          ROWS: tl.constexpr):
+    """A tile of ROWS query rows from row r0 (0-based) on: each row's table row, H and E
+    at column 0, whether it is the query's last row; and H[r0][0], the top row's corner."""
+    rows = ()
+    hs = ()
+    es = ()
+    last = ()
+    for r in tl.static_range(ROWS):
+        c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
+        rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
+        if MODE == LOCAL:
+            hs = hs + (zero,)
+        else:
+            hs = hs + (zero + _gap(r0 + r + 1, gap_open, gap_extend),)
+        es = es + (zero + NEG,)
+        last = last + (m == r0 + r + 1,)
+    if MODE == LOCAL:
+        corner = zero
+    else:
+        corner = zero + _gap(r0, gap_open, gap_extend)
+    return rows, hs, es, last, corner
+
+
+@triton.jit
+def _track(h, i, j, live, is_last, n, best, best_i, best_j, MODE: tl.constexpr, TRACK: tl.constexpr):
+    """The best cell so far after cell (i, j) of score h. Local: the best anywhere (ties:
+    the smaller column, then the smaller row, as cells arrive row by row in a column);
+    global: H[m][n]; semiglobal: the best of row m (padded columns stay below a real cell
+    of row m, so they need no test)."""
+    if MODE == LOCAL:
+        if TRACK:
+            better = live & ((h > best) | ((h == best) & (j < best_j)))
+            best_i = tl.where(better, i, best_i)
+            best_j = tl.where(better, j, best_j)
+            best = tl.where(better, h, best)
+        else:
+            best = tl.where(live, tl.maximum(best, h), best)
+    elif MODE == GLOBAL:
+        best = tl.where(live & is_last & (j == n), h, best)
+    else:
+        better = live & is_last & (h > best)
+        best_j = tl.where(better, j, best_j)
+        best = tl.where(better, h, best)
+    return best, best_i, best_j
+
+
+@triton.jit
 def align_kernel(
     q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, pair_q_ptr, pair_t_ptr, n_pairs,
     table_ptr, width, gap_open, gap_extend, scratch_ptr, scratch_at_ptr,
@@ -68,6 +116,7 @@ def align_kernel(
     n = tl.load(t_len_ptr + pt, mask=ok, other=0).to(tl.int32)
     pad = width - 1
     zero = tl.zeros((BLOCK,), tl.int32)
+    every = zero == 0  # every lane's cell counts (a constant: no cost)
     row_at = scratch_ptr + tl.load(scratch_at_ptr + tl.program_id(0)) + tl.arange(0, BLOCK)
     n_max = tl.max(n, 0)
     m_max = tl.max(m, 0)
@@ -93,25 +142,8 @@ def align_kernel(
     best_j = zero
     r0 = 0
     while r0 < m_max:
-        # the tile's rows: their table rows, H at column 0, E at column 0 (-inf), and
-        # (global, semiglobal) which row is the lane's last
-        rows = ()
-        hs = ()
-        es = ()
-        last = ()
-        for r in tl.static_range(ROWS):
-            c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
-            rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
-            if MODE == LOCAL:
-                hs = hs + (zero,)
-            else:
-                hs = hs + (zero + _gap(r0 + r + 1, gap_open, gap_extend),)
-            es = es + (zero + NEG,)
-            last = last + (m == r0 + r + 1,)
-        if MODE == LOCAL:
-            corner = zero
-        else:
-            corner = zero + _gap(r0, gap_open, gap_extend)  # H[r0][0]
+        rows, hs, es, last, corner = _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend,
+                                           MODE, ROWS)
         j = 1
         while j <= n_max:
             c = tl.load(t_ptr + ts + j - 1, mask=j <= n, other=pad).to(tl.int32)
@@ -130,20 +162,7 @@ def align_kernel(
                 f_up = f
                 new_h = new_h + (h,)
                 new_e = new_e + (e,)
-                if MODE == LOCAL:
-                    if TRACK:  # ties: the smaller column, then (earlier in the tile) the smaller row
-                        better = (h > best) | ((h == best) & (j < best_j))
-                        best_i = tl.where(better, r0 + r + 1, best_i)
-                        best_j = tl.where(better, j, best_j)
-                        best = tl.where(better, h, best)
-                    else:
-                        best = tl.maximum(best, h)
-                elif MODE == GLOBAL:
-                    best = tl.where(last[r] & (j == n), h, best)
-                else:  # padded columns stay below a real cell of row m: no j <= n test
-                    better = last[r] & (h > best)
-                    best_j = tl.where(better, j, best_j)
-                    best = tl.where(better, h, best)
+                best, best_i, best_j = _track(h, r0 + r + 1, j, every, last[r], n, best, best_i, best_j, MODE, TRACK)
             hs = new_h
             es = new_e
             tl.store(row_at + j * 2 * BLOCK, h_up)  # the tile's last row, for the next tile

@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .align import GLOBAL, LOCAL, NEG, _cell, _gap
+from .align import GLOBAL, LOCAL, NEG, _cell, _gap, _tile, _track
 
 BIG = tl.constexpr(1 << 30)
 
@@ -67,23 +67,8 @@ def align_wave_kernel(
     p0 = 0
     while p0 < m:  # passes of W tiles
         r0 = p0 + w * ROWS  # each lane's first row (0-based)
-        rows = ()
-        hs = ()
-        es = ()
-        last = ()
-        for r in tl.static_range(ROWS):
-            c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
-            rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
-            if MODE == LOCAL:
-                hs = hs + (zero,)
-            else:
-                hs = hs + (_gap(r0 + r + 1, gap_open, gap_extend),)
-            es = es + (zero + NEG,)
-            last = last + (m == r0 + r + 1,)
-        if MODE == LOCAL:
-            corner = zero
-        else:
-            corner = _gap(r0, gap_open, gap_extend)
+        rows, hs, es, last, corner = _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend,
+                                           MODE, ROWS)
         h_in = zero
         f_in = zero
         t = 0
@@ -108,20 +93,8 @@ def align_wave_kernel(
                 f_up = f
                 new_h = new_h + (tl.where(live, h, hs[r]),)
                 new_e = new_e + (tl.where(live, e, es[r]),)
-                if MODE == LOCAL:
-                    if TRACK:
-                        better = live & ((h > best) | ((h == best) & (col < best_j)))
-                        best_i = tl.where(better, r0 + r + 1, best_i)
-                        best_j = tl.where(better, col, best_j)
-                        best = tl.where(better, h, best)
-                    else:
-                        best = tl.where(live, tl.maximum(best, h), best)
-                elif MODE == GLOBAL:
-                    best = tl.where(live & last[r] & (col == n), h, best)
-                else:
-                    better = live & last[r] & (h > best)
-                    best_j = tl.where(better, col, best_j)
-                    best = tl.where(better, h, best)
+                best, best_i, best_j = _track(h, r0 + r + 1, col, live, last[r], n, best, best_i, best_j, MODE,
+                                              TRACK)
             hs = new_h
             es = new_e
             corner = tl.where(live, tl.where(w == 0, h_top, h_in), corner)
