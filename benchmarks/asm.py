@@ -71,6 +71,35 @@ def check_against_edlib(results, hits, first_pattern=0) -> bool:
     return True
 
 
+def planted_search(g, device, n: int, n_pat: int, m: int, k: int, rows, clock):
+    """asm_search of n_pat planted patterns of m over a genome of n: our row; returns
+    (workload, text, patterns, T, P, hits)."""
+    text, pats = planted_genome(g, n, n_pat, m, k)
+    T, P = ta.encode(text.to(device), "dna"), ta.encode(pats.to(device), "dna")
+    wl = f"asm_search {n_pat} x {m} bp, k={k}, {n / 1e6:g} Mbp"
+    hits = ta.asm_search(T, P, k)
+    ms = bench(lambda: ta.asm_search(T, P, k), device)
+    found = len(set(hits.pattern.tolist()))
+    rows.append(Row(wl, "torchalign", ms, float(n) * n_pat, "B/s",
+                    note=f"{hits.end.numel()} hits, {found}/{n_pat} planted"))
+    print(clock(), wl, f"ours {ms:.1f} ms, {hits.end.numel()} hits", flush=True)
+    return wl, text, pats, T, P, hits
+
+
+def edlib_rows(wl, text, pats, k: int, hits, workers: int, rows, clock) -> None:
+    """edlib HW with k on the given patterns over the whole text, one process each; its
+    best locations checked against our hits."""
+    global _TEXT
+    _TEXT = as_bytes(text)
+    jobs = [(as_bytes(p), k, 0, text.numel()) for p in pats]
+    res = edlib_all(jobs, workers)
+    ms = bench(lambda: edlib_all(jobs, workers), torch.device("cpu"), cpu_runs=1)
+    ok = check_against_edlib(res, ta.EditHits(*(x.cpu() for x in hits)))
+    rows.append(Row(f"{wl} ({len(pats)} patterns)", f"edlib HW, {workers} processes", ms, float(text.numel()) * len(pats),
+                    "B/s", "torchalign", "yes" if ok else "NO"))
+    print(clock(), "edlib", f"{ms:.1f} ms", flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--commit")
@@ -90,24 +119,10 @@ def main() -> int:
         skipped.append(f"edlib: {e}")
 
     # ---- search: 256 x 32 bp, k = 3, 100 Mbp
-    n, n_pat, m, k = 100_000_000 // scale, 256, 32, 3
-    text, pats = planted_genome(g, n, n_pat, m, k)
-    T, P = ta.encode(text.to(device), "dna"), ta.encode(pats.to(device), "dna")
-    wl = f"asm_search {n_pat} x {m} bp, k={k}, {n / 1e6:g} Mbp"
-    hits = ta.asm_search(T, P, k)
-    ms = bench(lambda: ta.asm_search(T, P, k), device)
-    found = len(set(hits.pattern.tolist()))
-    rows.append(Row(wl, "torchalign", ms, float(n) * n_pat, "B/s", note=f"{hits.end.numel()} hits, {found}/{n_pat} planted"))
-    print(clock(), wl, f"ours {ms:.1f} ms, {hits.end.numel()} hits", flush=True)
+    k = 3
+    wl, text, pats, T, P, hits = planted_search(g, device, 100_000_000 // scale, 256, 32, k, rows, clock)
     if edlib:
-        _TEXT = as_bytes(text)
-        sub = n_pat if scale > 1 else 32  # edlib on 32 patterns (all with --small)
-        jobs = [(as_bytes(p), k, 0, n) for p in pats[:sub]]
-        res = edlib_all(jobs, workers)
-        ms = bench(lambda: edlib_all(jobs, workers), torch.device("cpu"), cpu_runs=1)
-        rows.append(Row(f"{wl} ({sub} patterns)", f"edlib HW, {workers} processes", ms, float(n) * sub, "B/s",
-                        "torchalign", "yes" if check_against_edlib(res, ta.EditHits(*(x.cpu() for x in hits))) else "NO"))
-        print(clock(), "edlib", f"{ms:.1f} ms", flush=True)
+        edlib_rows(wl, text, pats[: len(pats) if scale > 1 else 32], k, hits, workers, rows, clock)  # 32 (all: --small)
 
     # ---- best: 1,024 vs 4 Mbp of random 0/1 symbols
     n, m = (1 << 22) // scale, 1024
@@ -163,15 +178,8 @@ def main() -> int:
         print(clock(), "edlib", f"{ms:.1f} ms", flush=True)
 
     # ---- genes: 64 x 1,000 bp, k = 30, 10 Mbp: the band against the full column
-    n, n_pat, m, k = 10_000_000 // scale, 64, 1000, 30
-    text, pats = planted_genome(g, n, n_pat, m, k)
-    T, P = ta.encode(text.to(device), "dna"), ta.encode(pats.to(device), "dna")
-    wl = f"asm_search {n_pat} x {m} bp, k={k}, {n / 1e6:g} Mbp"
-    hits = ta.asm_search(T, P, k)
-    ms = bench(lambda: ta.asm_search(T, P, k), device)
-    found = len(set(hits.pattern.tolist()))
-    rows.append(Row(wl, "torchalign", ms, float(n) * n_pat, "B/s", note=f"{hits.end.numel()} hits, {found}/{n_pat} planted"))
-    print(clock(), wl, f"ours {ms:.1f} ms", flush=True)
+    k = 30
+    wl, text, pats, T, P, hits = planted_search(g, device, 10_000_000 // scale, 64, 1000, k, rows, clock)
     if device.type == "cuda":
         from torchalign_kernels import myers
 
@@ -179,18 +187,11 @@ def main() -> int:
         full = ta.asm_search(T, P, k)
         ms = bench(lambda: ta.asm_search(T, P, k), device)
         myers.BAND_SHARE = share
-        rows.append(Row(wl, "torchalign, wavefront over all words (no band)", ms, float(n) * n_pat, "B/s",
-                        "torchalign", "yes" if all(torch.equal(a, b) for a, b in zip(full, hits)) else "NO"))
+        rows.append(Row(wl, "torchalign, wavefront over all words (no band)", ms, float(T.codes.numel()) * len(pats),
+                        "B/s", "torchalign", "yes" if all(torch.equal(a, b) for a, b in zip(full, hits)) else "NO"))
         print(clock(), "no band", f"{ms:.1f} ms", flush=True)
     if edlib:
-        _TEXT = as_bytes(text)
-        sub = n_pat if scale > 1 else 16
-        jobs = [(as_bytes(p), k, 0, n) for p in pats[:sub]]
-        res = edlib_all(jobs, workers)
-        ms = bench(lambda: edlib_all(jobs, workers), torch.device("cpu"), cpu_runs=1)
-        rows.append(Row(f"{wl} ({sub} patterns)", f"edlib HW, {workers} processes", ms, float(n) * sub, "B/s",
-                        "torchalign", "yes" if check_against_edlib(res, ta.EditHits(*(x.cpu() for x in hits))) else "NO"))
-        print(clock(), "edlib", f"{ms:.1f} ms", flush=True)
+        edlib_rows(wl, text, pats[: len(pats) if scale > 1 else 16], k, hits, workers, rows, clock)
 
     fill_ratios(rows)
     print(markdown_table(rows))
