@@ -65,21 +65,20 @@ def test_asm_rows_kernel(mode):
     compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))
 
 
+ALIGN_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
+                  t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
+                  gap_open="i32", gap_extend="i32", score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
+
+
 @pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("track", [False, True])
 def test_align_kernel(mode, track):
-    types = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
-                 t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", n_pairs="i32", table_ptr="*i32",
-                 width="i32", gap_open="i32", gap_extend="i32", scratch_ptr="*i32", scratch_at_ptr="*i64",
-                 score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
+    types = dict(ALIGN_ARGS, n_pairs="i32", scratch_ptr="*i32", scratch_at_ptr="*i64")
     compile_for_hopper(align.align_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, BLOCK=align.BLOCK))
 
 
 @pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("track", [False, True])
 def test_align_wave_kernel(mode, track):
-    types = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
-                 t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
-                 gap_open="i32", gap_extend="i32", row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32",
-                 score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
+    types = dict(ALIGN_ARGS, row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32")
     compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))
