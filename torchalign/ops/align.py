@@ -35,13 +35,7 @@ def _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_exten
               names=("queries", "targets")):
     """Offsets and codes (check=True), then the score bound; one host read at most."""
     if check or min(q_longest, t_longest) < 0:
-        q_lens, t_lens = q_offsets[1:] - q_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
-        zero = q_lens.new_tensor(0)
-        vals = checks.read(
-            checks.offsets_facts(q_codes, q_offsets) + checks.offsets_facts(t_codes, t_offsets)
-            + checks.code_range(q_codes) + checks.code_range(t_codes)
-            + [q_lens.max() if q_lens.numel() else zero, t_lens.max() if t_lens.numel() else zero]
-        )
+        vals = checks.read(checks.two_batches(q_codes, q_offsets, t_codes, t_offsets))
         if check:
             for name, facts, (lo, hi) in ((names[0], vals[0:3], vals[6:8]), (names[1], vals[3:6], vals[8:10])):
                 checks.raise_if_bad(name, facts, 0, 0, 1)

@@ -27,6 +27,15 @@ def code_range(codes: torch.Tensor) -> list[torch.Tensor]:
     return [lo.to(torch.int64), hi.to(torch.int64)]
 
 
+def two_batches(a_codes, a_offsets, b_codes, b_offsets) -> list[torch.Tensor]:
+    """What two-batch ops check, for one read: [0:3] a's offsets facts, [3:6] b's, [6:8]
+    a's code range, [8:10] b's, [10] a's longest sequence, [11] b's."""
+    a_lens, b_lens = a_offsets[1:] - a_offsets[:-1], b_offsets[1:] - b_offsets[:-1]
+    zero = a_lens.new_tensor(0)
+    return (offsets_facts(a_codes, a_offsets) + offsets_facts(b_codes, b_offsets) + code_range(a_codes)
+            + code_range(b_codes) + [a_lens.max() if a_lens.numel() else zero, b_lens.max() if b_lens.numel() else zero])
+
+
 def read(values: list[torch.Tensor]) -> list[int]:
     """The one host read."""
     return torch.stack([v.reshape(()).to(torch.int64) for v in values]).tolist()

@@ -27,12 +27,7 @@ def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, 
     la = a_offsets[1:] - a_offsets[:-1]
     lb = b_offsets[1:] - b_offsets[:-1]
     if check or (use_kernels(a_codes) and min(a_longest, b_longest, code_bound) < 0):
-        zero = la.new_tensor(0)
-        vals = checks.read(
-            checks.offsets_facts(a_codes, a_offsets) + checks.offsets_facts(b_codes, b_offsets)
-            + checks.code_range(a_codes) + checks.code_range(b_codes)
-            + [la.max() if la.numel() else zero, lb.max() if lb.numel() else zero]
-        )
+        vals = checks.read(checks.two_batches(a_codes, a_offsets, b_codes, b_offsets))
         if check:
             checks.raise_if_bad("a", vals[0:3], *vals[6:8], n_symbols)
             checks.raise_if_bad("b", vals[3:6], *vals[8:10], n_symbols)
