@@ -14,8 +14,10 @@ from __future__ import annotations
 import torch
 
 MODES = ("local", "global", "semiglobal")
-NEG = -(1 << 40)
+NEG = -(1 << 30)  # minus infinity; real cells stay inside +-2^29 (the op checks a bound)
+DT = torch.int32  # int32 runs ~5x faster than int64 here; sums stay inside int32 (see _group)
 GROUP_CELLS = 1 << 20  # pairs x padded target length per group: bounded memory
+WIDTH_SPREAD = 1.25
 
 
 def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open: int, gap_extend: int,
@@ -32,13 +34,14 @@ def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap
     start = 0
     while start < B:
         stop = start + 1
-        # grow the group while the query rows stay alike and the padded width within the budget
-        while (stop < B and heights[stop] == heights[start]
+        # grow the group while the query rows stay alike, the padded width within the budget
+        # and the padding small (a width at most WIDTH_SPREAD x the group's first)
+        while (stop < B and heights[stop] == heights[start] and widths[stop] <= WIDTH_SPREAD * widths[start] + 16
                and (stop + 1 - start) * (widths[stop] + 1) <= GROUP_CELLS):
             stop += 1
         idx = order[start:stop]
         s, qe, te = _group(q_codes, q_starts[idx], q_lens[idx], t_codes, t_starts[idx], t_lens[idx],
-                           table.to(torch.int64), gap_open, gap_extend, mode)
+                           table.to(DT), gap_open, gap_extend, mode)
         score[idx], q_end[idx], t_end[idx] = s.to(torch.int32), qe, te
         start = stop
     return score, q_end, t_end
@@ -57,37 +60,37 @@ def _group(q_codes, q_starts, m, t_codes, t_starts, n, table, gap_open, gap_exte
     dev = m.device
     m_max, n_max = int(m.max()), int(n.max())
     size = table.shape[0]
-    # one pad code scoring NEG against everything: padded cells never win
-    scores = torch.full((size + 1, size + 1), NEG, dtype=torch.int64, device=dev)
+    # one pad code scoring NEG / 2 against everything: padded cells never win (and, clamped
+    # at NEG every row, a padded cell plus a pad score stays inside int32)
+    scores = torch.full((size + 1, size + 1), NEG // 2, dtype=DT, device=dev)
     scores[:size, :size] = table
     Q = _padded(q_codes, q_starts, m, m_max, size)
     T = _padded(t_codes, t_starts, n, n_max, size)
-    j = torch.arange(n_max + 1, device=dev)
+    j = torch.arange(n_max + 1, device=dev, dtype=DT)
     gap = lambda L: torch.where(L > 0, -(gap_open + (L - 1) * gap_extend), 0)  # noqa: E731
     in_target = j[None, :] <= n[:, None]
     if mode == "global":
         H = gap(j).expand(B, -1).clone()
     else:
-        H = torch.zeros(B, n_max + 1, dtype=torch.int64, device=dev)
-    F = torch.full((B, n_max + 1), NEG, dtype=torch.int64, device=dev)
+        H = torch.zeros(B, n_max + 1, dtype=DT, device=dev)
+    F = torch.full((B, n_max + 1), NEG, dtype=DT, device=dev)
     ramp = j * gap_extend
     if mode == "local":
-        best, bi, bj = (torch.zeros(B, dtype=torch.int64, device=dev) for _ in range(3))
+        best, bi, bj = torch.zeros(B, dtype=DT, device=dev), *(torch.zeros(B, dtype=torch.int64, device=dev)
+                                                                 for _ in range(2))
     else:  # row m, column 0 (an all-gap query); replaced when the row m is reached
         best = torch.where(m > 0, gap(m), H[torch.arange(B, device=dev), n] if mode == "global" else 0)
         bi, bj = m.clone(), torch.where((m == 0) & (mode == "global"), n, 0)
     rows = torch.arange(B, device=dev)
     for i in range(1, m_max + 1):
-        s = scores[Q[:, i - 1, None], T]  # [B, n_max]
+        s = torch.gather(scores[Q[:, i - 1]], 1, T)  # [B, n_max]
         F = torch.maximum(H - gap_open, F - gap_extend)
-        left = torch.full((B, 1), 0 if mode == "local" else -(gap_open + (i - 1) * gap_extend), dtype=torch.int64,
+        left = torch.full((B, 1), 0 if mode == "local" else -(gap_open + (i - 1) * gap_extend), dtype=DT,
                           device=dev)
-        Hd = torch.cat([left, torch.maximum(H[:, :-1] + s, F[:, 1:])], 1)
-        if mode == "local":
-            Hd = Hd.clamp(min=0)
+        Hd = torch.cat([left, torch.maximum(H[:, :-1] + s, F[:, 1:])], 1).clamp_(min=0 if mode == "local" else NEG)
         # E[j] = max_{k < j} (Hd[k] + k ext) - open - (j - 1) ext
         run = torch.cummax(Hd + ramp, 1).values
-        E = torch.cat([torch.full((B, 1), NEG, dtype=torch.int64, device=dev), run[:, :-1] - gap_open - ramp[:-1]], 1)
+        E = torch.cat([torch.full((B, 1), NEG, dtype=DT, device=dev), run[:, :-1] - gap_open - ramp[:-1]], 1)
         H = torch.maximum(Hd, E)
         H[:, 0] = left[:, 0]
         if mode == "local":
