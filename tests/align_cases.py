@@ -142,12 +142,31 @@ def check_search(device, rng, n_q=4, n_db=17, lengths=(0, 1, 5, 16, 17, 40), top
         for k in (top_k, len(db) + 3):
             r = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein", device), sc, k, mode=mode)
             assert r.scores.shape == (n_q, min(k, len(db))) and r.scores.dtype == torch.int32
+            # streamed in slices from a host copy: the same result
+            streamed = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein"), sc, k, mode=mode,
+                                 batch_residues=rng.choice([30, 10**6]))
+            assert all(torch.equal(x, y) for x, y in zip(r, streamed)), mode
             for i, every_i in enumerate(every):
                 order = sorted(range(len(db)), key=lambda x: (-every_i[x][0], x))[: min(k, len(db))]
                 assert r.indices[i].tolist() == order, (mode, i)
                 assert r.scores[i].tolist() == [every_i[x][0] for x in order]
                 assert r.query_ends[i].tolist() == [every_i[x][1] for x in order]
                 assert r.ends[i].tolist() == [every_i[x][2] for x in order]
+
+
+def check_search_wrap(device, rng, lengths=(40, 70)):
+    """Scores past int16 in the packed database scan (match 900 passes 32,767 after 37
+    matches): the wrapped sequences are found and recomputed, every score exact."""
+    sc = ta.Scoring(match=900, mismatch=-900, gap_open=950, gap_extend=100)
+    qs = [rand_protein(rng, n, "ACGT") for n in lengths]
+    db = [related(rng, rng.choice(qs), "ACGT") for _ in range(6)] + [rand_protein(rng, n, "ACGT") for n in (0, 1, 50)]
+    db += qs  # exact copies: 36,000 and 63,000
+    every = [[ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, "local")[0] for t in db] for q in qs]
+    assert max(max(e) for e in every) > 32767  # the case under test is there
+    r = ta.search(ta.encode(qs, "dna", device), ta.encode(db, "dna", device), sc, len(db))
+    for i, every_i in enumerate(every):
+        order = sorted(range(len(db)), key=lambda x: (-every_i[x], x))
+        assert r.indices[i].tolist() == order and r.scores[i].tolist() == [every_i[x] for x in order]
 
 
 def check_search_parasail(device, queries, db):

@@ -115,6 +115,7 @@ def test_wrappers():
 
 def test_search_top_k(rng):
     cases.check_search("cpu", rng)
+    cases.check_search_wrap("cpu", rng)
 
 
 def test_search_real_proteins_against_parasail():

@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import align, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
+from torchalign_kernels import align, align_scan, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -82,3 +82,14 @@ def test_align_kernel(mode, track):
 def test_align_wave_kernel(mode, track):
     types = dict(ALIGN_ARGS, row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32")
     compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))
+
+
+@pytest.mark.parametrize("dpx", [False, True])
+def test_align_scan_kernel(dpx):
+    """The packed int16 scan; DPX=True is the inline-PTX path (add/max.s16x2) the GPU runs."""
+    types = dict(q_ptr="*u8", q_off_ptr="*i64", qi="i32", pair_ptr="*i32", pair_width="i32", db_ptr="*u8",
+                 chunk_off_ptr="*i64", chunk_len_ptr="*i64", chunk0="i32", scratch_ptr="*i32", best_ptr="*i32",
+                 neg_open="i32", neg_extend="i32", pad="i32")
+    c = compile_for_hopper(align_scan.scan_kernel, types, dict(ROWS=align_scan.ROWS, LANES=align_scan.LANES, DPX=dpx))
+    if dpx:
+        assert "max.s16x2" in c.asm["ptx"] and "add.s16x2" in c.asm["ptx"]

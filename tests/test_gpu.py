@@ -253,6 +253,7 @@ def test_search(rng):
     from .conftest import read_fasta
 
     al.check_search("cuda", rng, n_q=4, n_db=120, lengths=(0, 1, 16, 33, 70), top_k=10)
+    al.check_search_wrap("cuda", rng)  # scores past int16 in the packed DPX scan
     proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
     queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
     al.check_search_parasail("cuda", [queries[0], queries[5][:700], proteome[7]], proteome[:1500])

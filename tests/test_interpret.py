@@ -234,19 +234,27 @@ def test_align_kernel(rng):
 
 def test_align_long_targets_wavefront(monkeypatch, rng):
     """Targets past LONG_TARGET run one pair per program, row tiles as a wavefront; with
-    two lanes per pass, queries of 100 take two passes."""
-    from torchalign_kernels import align, align_wave
+    two lanes per pass, queries of 100 take two passes. In a search, the database's long
+    chunks go there (beside the packed scan of the rest)."""
+    from torchalign_kernels import align, align_scan, align_wave
 
     from . import align_cases as al
 
     monkeypatch.setattr(align, "LONG_TARGET", 20)
     monkeypatch.setattr(align_wave, "W_MAX", 2)
     al.check_reference("cpu", rng, n=5, lengths=(0, 1, 17, 49, 100), gaps=((11, 1),))
+    monkeypatch.setattr(align_scan, "ROWS", 8)
     al.check_search("cpu", rng, n_q=2, n_db=6, lengths=(0, 1, 16, 33), top_k=3, modes=("local",))
 
 
-def test_search_kernel(rng):
-    """ta.search through the kernels: scores only in the scan, ends for the top hits."""
+def test_search_kernel(monkeypatch, rng):
+    """ta.search through the kernels: the packed int16 scan (local) or the pairs kernel
+    (global, semiglobal) for the scores, ends for the top hits; tiles of 8 rows (fast
+    under the interpreter; 17, 33 and 40 residues cross them)."""
+    from torchalign_kernels import align_scan
+
     from . import align_cases as al
 
+    monkeypatch.setattr(align_scan, "ROWS", 8)
     al.check_search("cpu", rng, n_q=3, n_db=9, lengths=(0, 1, 16, 33), top_k=4)
+    al.check_search_wrap("cpu", rng)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
+from .batch import SequenceBatch
 from .inputs import batches, check_choice, check_int, max_length
 from .ops.align import MODES
 from .scoring import Scoring
@@ -47,12 +48,17 @@ def _scoring_and_batches(names, values, scoring):
 
 
 def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *, mode: str = "local",
-           check: bool = True) -> SearchResult:
+           batch_residues: int | None = None, check: bool = True) -> SearchResult:
     """Every query against every database sequence; the top_k best per query.
 
     Scores as align_score's (``mode`` "local" by default); the ends are those of the
-    chosen hits only (the scan itself keeps scores alone). Pairs run on the GPU with the
-    database sorted by length, so a warp's lanes finish together.
+    chosen hits only (the scan itself keeps scores alone). On the GPU the database is
+    packed (sorted by length, interleaved) and local scores run two sequences per lane
+    in 16-bit halves; a score that could have wrapped is recomputed in int32.
+
+    ``batch_residues``: search the database in slices of about this many residues, each
+    copied to the queries' device in turn and merged into the same top_k; the database
+    may then live anywhere (a pinned host copy larger than GPU memory streams through).
 
     >>> import torchalign as ta
     >>> db = ["MKVLAAGIW", "GGGGHEAGAWGHEEGG", "PAWHEAE"]
@@ -62,10 +68,47 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     """
     check_choice("mode", mode, MODES)
     top_k = check_int("top_k", top_k, 1)
-    scoring, (q, d), table = _scoring_and_batches(("queries", "database"), (queries, database), scoring)
+    if batch_residues is None:
+        scoring, (q, d), table = _scoring_and_batches(("queries", "database"), (queries, database), scoring)
+        return _search(q, d, table, scoring, mode, top_k, check)
+    batch_residues = check_int("batch_residues", batch_residues, 1)
+    scoring, (q,), table = _scoring_and_batches(("queries",), (queries,), scoring)
+    _, (d,), _ = _scoring_and_batches(("database",), (database,), scoring)
+    best = None
+    for start, stop in _slices(d.offsets.cpu(), batch_residues):
+        o0, o1 = (int(x) for x in d.offsets[[start, stop]])
+        part = SequenceBatch(d.codes[o0:o1], d.offsets[start : stop + 1] - o0, d.alphabet, d.max_code)
+        r = _search(q, part.to(q.device, non_blocking=True), table, scoring, mode, top_k, check)
+        r = r._replace(indices=r.indices + start)
+        best = r if best is None else _merge(best, r, top_k)
+    if best is None:  # an empty database
+        return _search(q, d.to(q.device), table, scoring, mode, top_k, check)
+    return best
+
+
+def _search(q, d, table, scoring, mode, top_k, check) -> SearchResult:
     out = torch.ops.torchalign.search(q.codes, q.offsets, d.codes, d.offsets, table, scoring.gap_open,
                                       scoring.gap_extend, mode, top_k, max_length(q), max_length(d), check)
     return SearchResult(*out)
+
+
+def _slices(offsets: torch.Tensor, residues: int):
+    """(start, stop) sequence ranges of about ``residues`` residues (one sequence at least)."""
+    n, start = offsets.numel() - 1, 0
+    while start < n:
+        stop = int(torch.searchsorted(offsets, offsets[start] + residues, right=True)) - 1
+        stop = min(max(stop, start + 1), n)
+        yield start, stop
+        start = stop
+
+
+def _merge(a: SearchResult, b: SearchResult, top_k: int) -> SearchResult:
+    """The top_k of two results over disjoint database slices (ties: the smaller index)."""
+    scores = torch.cat([a.scores, b.scores], 1)
+    indices = torch.cat([a.indices, b.indices], 1)
+    key = (scores.to(torch.int64) << 32) + ((1 << 32) - 1 - indices)
+    pick = torch.topk(key, min(top_k, key.shape[1]), dim=1).indices
+    return SearchResult(*(torch.gather(torch.cat([x, y], 1), 1, pick) for x, y in zip(a, b)))
 
 
 def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "local", *,

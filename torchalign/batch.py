@@ -211,7 +211,7 @@ def _pack(codes: torch.Tensor, offsets: torch.Tensor, lanes: int) -> PackedBatch
     pad = 255 if codes.dtype == torch.uint8 else -1
     sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)
     n_chunks = (n + lanes - 1) // lanes
-    chunk_lengths = sorted_lengths[::lanes] if n else sorted_lengths[:0]
+    chunk_lengths = (sorted_lengths[::lanes] if n else sorted_lengths[:0]).contiguous()  # (kernels index it)
     chunk_offsets = _offsets(chunk_lengths * lanes)
     total = int(chunk_offsets[-1]) if n_chunks else 0  # the one host read
     packed = torch.full((total,), pad, dtype=codes.dtype, device=dev)

@@ -11,9 +11,12 @@ validates offsets and codes with one host read.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
 
+from ..batch import _pack
 from ..cpu import align as cpu
 from ..scoring import SCORE_LIMIT
 from . import checks
@@ -74,6 +77,60 @@ def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode,
 
 
 PAIRS_PER_LAUNCH = 1 << 24  # query x database pairs scored per launch (16 B of pair indices each)
+NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
+
+
+def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
+    """Whether the search takes the packed int16 database scan (local scores, byte codes)."""
+    top = max(int(table.abs().max()) if table.numel() else 0, gap_open, gap_extend)
+    return use_kernels(q_codes) and mode == "local" and d_codes.dtype == torch.uint8 and top <= NARROW_MAX_SCORE
+
+
+class _Scan:
+    """The database packed for align_scan (sorted by length, interleaved chunks of
+    2 x LANES), the chunks long enough for align_pairs' wavefront kept out of the scan."""
+
+    def __init__(self, d_codes, d_offsets, table):
+        self.k = kernels("align_scan")
+        self.packed = _pack(d_codes, d_offsets, 2 * self.k.LANES)
+        long = self.packed.chunk_lengths >= kernels("align").LONG_TARGET
+        self.chunk0 = int(long.sum())  # sorted longest first: the long chunks lead
+        self.n = d_offsets.numel() - 1
+        self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
+        self.pairs = self.k.pair_table(table, self.k.NEG16)
+        self.scratch = torch.empty(max(1, self.packed.codes.numel()), dtype=torch.int32, device=d_codes.device)
+        self.limit = 32767 - max(int(table.max()) if table.numel() else 0, 0)  # above: may have wrapped
+
+    def scores(self, q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend):
+        """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
+        order, lr = self.packed.order, self.long_ranks
+        by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=q_codes.device)
+        side = torch.cuda.Stream(q_codes.device) if q_codes.is_cuda else None  # long pairs beside the scans
+        if lr:
+            if side is not None:
+                side.wait_stream(torch.cuda.current_stream(q_codes.device))
+            with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+                pair_q = torch.arange(q0, q1, device=q_codes.device).repeat_interleave(lr)
+                long = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0), table,
+                              gap_open, gap_extend, "local", False)[0]
+                if side is not None:
+                    long.record_stream(torch.cuda.current_stream(q_codes.device))
+        for qi in range(q0, q1):
+            by_rank[qi - q0, lr:] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, self.packed, self.chunk0,
+                                                      self.scratch, gap_open, gap_extend)[lr:self.n]
+        # a score above the limit may have wrapped in 16 bits: recompute it in int32
+        again = torch.nonzero(by_rank[:, lr:] > self.limit)
+        if again.numel():
+            pair_t = order[lr + again[:, 1]]
+            by_rank[again[:, 0], lr + again[:, 1]] = _pairs(q_codes, q_offsets, d_codes, d_offsets, q0 + again[:, 0],
+                                                            pair_t, table, gap_open, gap_extend, "local", False)[0]
+        if lr:
+            if side is not None:
+                torch.cuda.current_stream(q_codes.device).wait_stream(side)
+            by_rank[:, :lr] = long.view(q1 - q0, lr)
+        out = torch.empty_like(by_rank)
+        out[:, order] = by_rank
+        return out
 
 
 @torch.library.custom_op("torchalign::search", mutates_args=(), device_types=DEVICES)
@@ -88,15 +145,18 @@ def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tenso
     keys = torch.empty((n_q, k), dtype=torch.int64, device=dev)
     per = max(1, PAIRS_PER_LAUNCH // max(n_d, 1))
     targets = torch.arange(n_d, device=dev)
+    scan = _Scan(d_codes, d_offsets, table) if _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) else None
     for q0 in range(0, n_q, per):
         q1 = min(n_q, q0 + per)
-        pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(n_d)
-        pair_t = targets.repeat(q1 - q0)
-        score = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode,
-                       False)[0]
+        if scan is not None:
+            score = scan.scores(q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend)
+        else:
+            pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(n_d)
+            score = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, targets.repeat(q1 - q0), table, gap_open,
+                           gap_extend, mode, False)[0]
         # the best scores, ties to the smallest database index: one int64 key each
-        key = (score.to(torch.int64) << 32) + ((1 << 32) - 1 - pair_t)
-        keys[q0:q1] = torch.topk(key.view(q1 - q0, n_d), k, dim=1).values
+        key = (score.to(torch.int64).view(q1 - q0, n_d) << 32) + ((1 << 32) - 1 - targets)
+        keys[q0:q1] = torch.topk(key, k, dim=1).values
     scores = (keys >> 32).to(torch.int32)
     indices = (1 << 32) - 1 - (keys & 0xFFFFFFFF)
     # the ends of the chosen pairs only

@@ -1,0 +1,158 @@
+"""Database scan, local scores only, two cells per 32-bit operation (int16 pairs).
+
+The search path of the inter-task scheme: one query per launch, the database packed
+(sorted by length, chunks of 2 x LANES sequences stored interleaved, so a warp's loads
+of a column are coalesced). Lane l of a program holds two database sequences at once,
+slot l in the low 16 bits and slot l + LANES in the high 16 bits of every DP register,
+and each step of Gotoh's recurrence is one packed instruction: on Hopper ``add.s16x2``
+and ``max.s16x2`` through inline PTX (ptxas fuses an add and a max into one DPX
+instruction), elsewhere (the interpreter, DPX=False) the same arithmetic on the two
+halves in plain int32. The substitution scores of both sequences come from one load of
+a pair table: entry (query code, code A, code B) holds both scores packed.
+
+Saturation: local scores start at 0 and a cell exceeds its neighbours by at most the
+largest substitution score S, so while every cell stays <= 32767 - S no sum can wrap
+(gaps only lower a cell, and H >= 0 keeps E, F >= -gap_open). The kernel returns each
+sequence's best cell; a best above 32767 - S means the sequence may have wrapped, and
+the caller recomputes it in int32. A wrong score is never returned.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+NEG16 = -(1 << 14)  # minus infinity of the packed path: pads, the first E and F
+
+
+def packed_pair(value: int) -> int:
+    """``value`` in both halves of an int32."""
+    v = value & 0xFFFF
+    return ((v << 16) | v) - (1 << 32) if v >= 0x8000 else (v << 16) | v
+
+
+NEG2 = tl.constexpr(packed_pair(NEG16))
+LANES = 32  # lanes per program (2 x LANES sequences per chunk)
+ROWS = 48  # query rows per tile, held in registers
+
+
+@triton.jit
+def _add2(a, b, DPX: tl.constexpr):
+    """Per-halfword a + b (wrapping)."""
+    if DPX:
+        return tl.inline_asm_elementwise("add.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        return (((a >> 16) + (b >> 16)) << 16) | ((a + b) & 0xFFFF)
+
+
+@triton.jit
+def _max2(a, b, DPX: tl.constexpr):
+    """Per-halfword signed max."""
+    if DPX:
+        return tl.inline_asm_elementwise("max.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        lo = tl.maximum((a << 16) >> 16, (b << 16) >> 16)
+        return (tl.maximum(a >> 16, b >> 16) << 16) | (lo & 0xFFFF)
+
+
+@triton.jit(do_not_specialize=["qi", "chunk0"])  # one compiled variant for every query and split
+def scan_kernel(
+    q_ptr, q_off_ptr, qi, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, chunk0, scratch_ptr,
+    best_ptr, neg_open, neg_extend, pad,
+    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr,
+):
+    """Program i scans chunk chunk0 + i against query qi, q[q_off[qi] : q_off[qi + 1]].
+    ``pair``: int32 [query code][code A * pair_width + code B] = the two scores packed;
+    ``neg_open`` / ``neg_extend``: -gap_open / -gap_extend packed in both halves;
+    ``scratch``: int32 at the chunk's own offset, 2 x LANES per column (the tile's last
+    row H and F). Writes the packed best of lane l to best[chunk * LANES + l]."""
+    c = chunk0 + tl.program_id(0)
+    q_start = tl.load(q_off_ptr + qi)
+    m = (tl.load(q_off_ptr + qi + 1) - q_start).to(tl.int32)
+    base = tl.load(chunk_off_ptr + c)
+    n = tl.load(chunk_len_ptr + c).to(tl.int32)
+    lane = tl.arange(0, LANES)
+    zero = tl.zeros((LANES,), tl.int32)
+    neg = zero + NEG2
+    col = db_ptr + base + lane
+    row_at = scratch_ptr + base + lane
+    best = zero
+    r0 = 0
+    while r0 < m:
+        rows = ()
+        hs = ()
+        es = ()
+        for r in tl.static_range(ROWS):
+            qc = tl.load(q_ptr + q_start + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
+            rows = rows + (pair_ptr + tl.minimum(qc, pad) * pair_width * pair_width,)
+            hs = hs + (zero,)
+            es = es + (neg,)
+        corner = zero
+        j = 0
+        while j < n:
+            a = tl.minimum(tl.load(col + j * 2 * LANES).to(tl.int32), pad)
+            b = tl.minimum(tl.load(col + j * 2 * LANES + LANES).to(tl.int32), pad)
+            idx = a * pair_width + b
+            if r0 == 0:
+                h_up = zero
+                f_up = neg
+            else:
+                h_up = tl.load(row_at + j * 2 * LANES)
+                f_up = tl.load(row_at + j * 2 * LANES + LANES)
+            diag = corner
+            corner = h_up
+            new_h = ()
+            new_e = ()
+            for r in tl.static_range(ROWS):
+                s = tl.load(rows[r] + idx)
+                e = _max2(_add2(hs[r], neg_open, DPX), _add2(es[r], neg_extend, DPX), DPX)
+                f = _max2(_add2(h_up, neg_open, DPX), _add2(f_up, neg_extend, DPX), DPX)
+                h = _max2(_max2(_add2(diag, s, DPX), e, DPX), _max2(f, zero, DPX), DPX)
+                best = _max2(best, h, DPX)
+                diag = hs[r]
+                h_up = h
+                f_up = f
+                new_h = new_h + (h,)
+                new_e = new_e + (e,)
+            hs = new_h
+            es = new_e
+            tl.store(row_at + j * 2 * LANES, h_up)
+            tl.store(row_at + j * 2 * LANES + LANES, f_up)
+            j += 1
+        r0 += ROWS
+    tl.store(best_ptr + c * LANES + lane, best)
+
+
+def pair_table(table, pad_score: int):
+    """int32 [S + 1, (S + 1)^2]: entry [q, a * (S + 1) + b] holds table[q, a] in the low and
+    table[q, b] in the high 16 bits; code S is the pad, scoring ``pad_score``."""
+    size = table.shape[0] + 1
+    t = torch.full((size, size), pad_score, dtype=torch.int32, device=table.device)
+    t[:-1, :-1] = table
+    lo = t[:, :, None].expand(size, size, size)
+    hi = t[:, None, :].expand(size, size, size)
+    return ((hi << 16) | (lo & 0xFFFF)).reshape(size, size * size).contiguous()
+
+
+def scan_query(q_codes, q_offsets, qi: int, pairs, packed, chunk0: int, scratch, gap_open: int, gap_extend: int,
+               rows: int | None = None):
+    """Best local score of query qi against every sequence of chunks chunk0.. of
+    ``packed`` (a PackedBatch of 2 x lanes lanes): int32 [chunks x 2 lanes] in packed
+    (sorted) order, the sequences of chunks before chunk0 left at 0. ``pairs``: pair_table(table, NEG16)."""
+    n_chunks, lanes = packed.chunk_lengths.numel(), packed.lanes // 2
+    best = torch.zeros(n_chunks * lanes, dtype=torch.int32, device=q_codes.device)
+    if n_chunks > chunk0 and packed.codes.numel() and q_codes.numel():  # (else every best is 0)
+        width = pairs.shape[0]
+        scan_kernel[(n_chunks - chunk0,)](
+            q_codes, q_offsets, qi, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths, chunk0,
+            scratch, best, packed_pair(-gap_open), packed_pair(-gap_extend), width - 1,
+            ROWS=rows or ROWS, LANES=lanes, DPX=q_codes.is_cuda, num_warps=max(1, lanes // 32),
+        )
+    # lane l of a chunk: slot l in the low half, slot l + lanes in the high half
+    per_chunk = best.view(-1, lanes)
+    lo = (per_chunk << 16) >> 16
+    hi = per_chunk >> 16
+    return torch.cat([lo, hi], dim=1).reshape(-1)
