@@ -86,6 +86,23 @@ def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
     return use_kernels(q_codes) and mode == "local" and d_codes.dtype == torch.uint8 and top <= NARROW_MAX_SCORE
 
 
+SCAN_STREAMS = 4  # queries scanned on this many CUDA streams at once: one launch's tail overlaps the next
+
+
+def _side_streams(dev, n: int) -> list:
+    """n streams that start after the work queued so far on the current one (None on the CPU)."""
+    if dev.type != "cuda":
+        return [None] * n
+    streams = [torch.cuda.Stream(dev) for _ in range(n)]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream(dev))
+    return streams
+
+
+def _on(stream):
+    return torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext()
+
+
 class _Scan:
     """The database packed for align_scan (sorted by length, interleaved chunks of
     2 x LANES), the chunks long enough for align_pairs' wavefront kept out of the scan."""
@@ -98,36 +115,35 @@ class _Scan:
         self.n = d_offsets.numel() - 1
         self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
         self.pairs = self.k.pair_table(table, self.k.NEG16)
-        self.scratch = torch.empty(max(1, self.packed.codes.numel()), dtype=torch.int32, device=d_codes.device)
+        self.scratch = []  # one per stream in use (int32 per packed slot)
         self.limit = 32767 - max(int(table.max()) if table.numel() else 0, 0)  # above: may have wrapped
 
     def scores(self, q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend):
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
-        order, lr = self.packed.order, self.long_ranks
-        by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=q_codes.device)
-        side = torch.cuda.Stream(q_codes.device) if q_codes.is_cuda else None  # long pairs beside the scans
-        if lr:
-            if side is not None:
-                side.wait_stream(torch.cuda.current_stream(q_codes.device))
-            with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-                pair_q = torch.arange(q0, q1, device=q_codes.device).repeat_interleave(lr)
-                long = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0), table,
-                              gap_open, gap_extend, "local", False)[0]
-                if side is not None:
-                    long.record_stream(torch.cuda.current_stream(q_codes.device))
+        dev, order, lr = q_codes.device, self.packed.order, self.long_ranks
+        by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=dev)
+        long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, q1 - q0))
+        if lr:  # the long chunks' pairs, beside the scans
+            with _on(long_stream):
+                pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(lr)
+                by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
+                                         table, gap_open, gap_extend, "local", False)[0].view(q1 - q0, lr)
+        while len(self.scratch) < len(scan_streams):
+            self.scratch.append(torch.empty(max(1, self.packed.codes.numel()), dtype=torch.int32, device=dev))
         for qi in range(q0, q1):
-            by_rank[qi - q0, lr:] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, self.packed, self.chunk0,
-                                                      self.scratch, gap_open, gap_extend)[lr:self.n]
+            s = (qi - q0) % len(scan_streams)
+            with _on(scan_streams[s]):
+                by_rank[qi - q0, lr:] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, self.packed, self.chunk0,
+                                                          self.scratch[s], gap_open, gap_extend)[lr:self.n]
+        if dev.type == "cuda":
+            for stream in [long_stream] + scan_streams:
+                torch.cuda.current_stream(dev).wait_stream(stream)
         # a score above the limit may have wrapped in 16 bits: recompute it in int32
         again = torch.nonzero(by_rank[:, lr:] > self.limit)
         if again.numel():
             pair_t = order[lr + again[:, 1]]
             by_rank[again[:, 0], lr + again[:, 1]] = _pairs(q_codes, q_offsets, d_codes, d_offsets, q0 + again[:, 0],
                                                             pair_t, table, gap_open, gap_extend, "local", False)[0]
-        if lr:
-            if side is not None:
-                torch.cuda.current_stream(q_codes.device).wait_stream(side)
-            by_rank[:, :lr] = long.view(q1 - q0, lr)
         out = torch.empty_like(by_rank)
         out[:, order] = by_rank
         return out
