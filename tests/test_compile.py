@@ -11,7 +11,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import align, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
+from torchalign_kernels import align, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave, primers  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -82,3 +82,10 @@ def test_align_kernel(mode, track):
 def test_align_wave_kernel(mode, track):
     types = dict(ALIGN_ARGS, row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32")
     compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))
+
+
+def test_primers_kernel():
+    types = dict(text_ptr="*u8", stretch_start_ptr="*i64", stretch_len_ptr="*i64", bits_ptr="*i64", n_bits_words="i32",
+                 n_sym="i32", lane_pos_ptr="*i64", lane_rows_ptr="*i64", lane_seed_ptr="*i64", n_lanes="i32", K="i32",
+                 state_ptr="*i64", n_state="i32", best_ptr="*i32")
+    compile_for_hopper(primers.primers_kernel, types, dict(BLOCK=primers.BLOCK))

@@ -56,8 +56,9 @@ def primers_kernel(
     (>= min(K, rows)). best[lane] = max(best[lane], this stretch's i* within the window)."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = lane < n_lanes
-    t0 = tl.load(stretch_start_ptr + tl.program_id(1))
-    n = tl.load(stretch_len_ptr + tl.program_id(1)).to(tl.int32)  # a stretch is < 2^31 codes
+    at0 = tl.zeros((BLOCK,), tl.int64)  # stretch facts as vectors: the interpreter cannot mask with scalar & vector
+    t0 = tl.load(stretch_start_ptr + tl.program_id(1) + at0)
+    n = tl.load(stretch_len_ptr + tl.program_id(1) + at0).to(tl.int32)  # a stretch is < 2^31 codes
     slot = tl.program_id(1).to(tl.int64) * n_lanes + lane
     p = tl.load(lane_pos_ptr + lane, mask=ok, other=0)
     m = tl.load(lane_rows_ptr + lane, mask=ok, other=1).to(tl.int32)
@@ -83,7 +84,7 @@ def primers_kernel(
     alive = ok & (n > 0) & (best < m)
     j = 0
     while tl.max(alive.to(tl.int32), 0) > 0:
-        c = tl.load(text_ptr + t0 + j).to(tl.int64)  # one column for the whole program
+        c = tl.load(text_ptr + t0 + j, mask=alive, other=0).to(tl.int64)  # one column for the whole program
         known = alive & (c < n_sym)
         hin = tl.zeros((BLOCK,), tl.int32)  # row 0 is 0: a match starts anywhere
         s_above = tl.zeros((BLOCK,), tl.int32)
