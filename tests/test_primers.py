@@ -151,7 +151,7 @@ def test_interpret_long_windows_and_regrowth(monkeypatch, rng):
 
     monkeypatch.setattr(K, "FIRST_ROWS", 64)
     monkeypatch.setattr(K, "PROBE_MIN", 1)  # the probe of each sequence's first start too
-    cases.check_long("cpu", rng, n_alpha=100, n_beta=40, k=10)
+    cases.check_long("cpu", rng, n_alpha=76, n_beta=12, k=6)
 
 
 # ---- GPU tier -------------------------------------------------------------------
