@@ -149,9 +149,15 @@ def test_interpret_long_windows_and_regrowth(monkeypatch, rng):
     """Answers past one 64-row block; a 64-row first window forces reruns with longer ones."""
     from torchalign_kernels import primers as K
 
-    monkeypatch.setattr(K, "FIRST_ROWS", 64)
+    launches = []
+    plain = K.longest_within
+    monkeypatch.setattr(K, "longest_within", lambda *a, **kw: launches.append(1) or plain(*a, **kw))
+    monkeypatch.setattr(K, "FIRST_ROWS", 16)  # windows of 4 k rows first
     monkeypatch.setattr(K, "PROBE_MIN", 1)  # the probe of each sequence's first start too
+    monkeypatch.setattr(K, "MIN_STRETCH", 16)
+    monkeypatch.setattr(K, "STRETCH_OVERLAPS", 1)  # beta in overlapping stretches
     cases.check_long("cpu", rng, n_alpha=76, n_beta=12, k=6)
+    assert len(launches) >= 3  # first windows, the probe, longer windows
 
 
 # ---- GPU tier -------------------------------------------------------------------
@@ -168,7 +174,8 @@ def test_gpu_regrowth_probe_and_stretches(monkeypatch, rng):
 
     monkeypatch.setattr(K, "FIRST_ROWS", 64)
     monkeypatch.setattr(K, "PROBE_MIN", 1)
-    monkeypatch.setattr(K, "MIN_STRETCH", 64)  # many short stretches of beta
+    monkeypatch.setattr(K, "MIN_STRETCH", 64)
+    monkeypatch.setattr(K, "STRETCH_OVERLAPS", 1)  # many short stretches of beta
     cases.check_long("cuda", rng, n_alpha=400, n_beta=3000, k=20)
     alpha = ta.encode(rand_seq(rng, 3000), "dna", "cuda")  # the probe settles it: one start with no cap
     assert ta.kdiff_primers(alpha, alpha, 5).tolist() == [0] * 3000

@@ -161,7 +161,8 @@ def match_bits(codes, n_sym: int) -> torch.Tensor:
 BLOCK = 64
 STATE_BYTES = 1 << 28  # column state (pv, mv, bottom score per block) per launch
 MIN_LANES = 1 << 18  # cut beta into stretches until starts x stretches reach this
-MIN_STRETCH = 4096  # ... but stretches stay this long, and 4x their overlap
+MIN_STRETCH = 4096  # ... but stretches stay this long,
+STRETCH_OVERLAPS = 4  # and this many times their overlap
 
 
 def stretches(text_offsets, overlap: int, n_lanes: int):
@@ -169,7 +170,7 @@ def stretches(text_offsets, overlap: int, n_lanes: int):
     lens = (text_offsets[1:] - text_offsets[:-1]).tolist()
     total = sum(lens)
     want = max(1, -(-MIN_LANES // max(n_lanes, 1)))
-    size = max(MIN_STRETCH, 4 * overlap, -(-total // want))
+    size = max(MIN_STRETCH, STRETCH_OVERLAPS * overlap, -(-total // want))
     starts, lengths = [], []
     for r, n in enumerate(lens):
         base = int(text_offsets[r])
@@ -232,7 +233,7 @@ def solve(alpha, alpha_offsets, text, text_offsets, K: int, n_sym: int, first_ro
     if n_a == 0 or text_offsets.numel() < 2 or not bool(todo.any()):
         return best
     bits = match_bits(alpha, n_sym)
-    cap = first_rows or max(FIRST_ROWS, 64 * triton.cdiv(4 * (K + 1), 64))
+    cap = first_rows or max(FIRST_ROWS, 4 * (K + 1))
     first_pass = True
     while True:
         lanes = torch.nonzero(todo).flatten()
