@@ -88,4 +88,5 @@ def test_primers_kernel():
     types = dict(text_ptr="*u8", stretch_start_ptr="*i64", stretch_len_ptr="*i64", bits_ptr="*i64", n_bits_words="i32",
                  n_sym="i32", lane_pos_ptr="*i64", lane_rows_ptr="*i64", lane_seed_ptr="*i64", n_lanes="i32", K="i32",
                  state_ptr="*i64", n_state="i32", best_ptr="*i32")
-    compile_for_hopper(primers.primers_kernel, types, dict(BLOCK=primers.BLOCK))
+    for block in (32, primers.LAUNCH[0], 128):
+        compile_for_hopper(primers.primers_kernel, types, dict(BLOCK=block))

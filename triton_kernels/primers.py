@@ -158,7 +158,10 @@ def match_bits(codes, n_sym: int) -> torch.Tensor:
     return bits.reshape(n_sym, words)
 
 
-BLOCK = 64
+# (lanes per program, warps): one warp holding two lanes per thread, so the per-column and
+# per-block "any lane left?" reductions are warp shuffles (no barrier) and each thread has
+# two independent DP streams to overlap; benchmarks/primers.py --launch sweeps others
+LAUNCH = (64, 1)
 STATE_BYTES = 1 << 28  # column state (pv, mv, bottom score per block) per launch
 MIN_LANES = 1 << 18  # cut beta into stretches until starts x stretches reach this
 MIN_STRETCH = 4096  # ... but stretches stay this long,
@@ -187,10 +190,11 @@ def stretches(text_offsets, overlap: int, n_lanes: int):
     return torch.tensor(starts, dtype=torch.int64, device=dev), torch.tensor(lengths, dtype=torch.int64, device=dev)
 
 
-def longest_within(text, text_offsets, bits, n_sym: int, pos, rows, seed, K: int, block: int = BLOCK):
+def longest_within(text, text_offsets, bits, n_sym: int, pos, rows, seed, K: int):
     """i* within each start's window: int32[n], for starts ``pos`` (flat alpha positions)
     with windows of ``rows`` rows (>= 1) and lower bounds ``seed`` (>= min(K, rows))."""
     n_lanes = pos.numel()
+    block, num_warps = LAUNCH
     best = seed.to(torch.int32).clone()
     if n_lanes == 0 or text_offsets.numel() < 2:
         return best
@@ -207,7 +211,7 @@ def longest_within(text, text_offsets, bits, n_sym: int, pos, rows, seed, K: int
         primers_kernel[grid](
             text, s_start, s_len, bits, bits.shape[1], n_sym,
             pos[g0:g1], rows[g0:g1], seed[g0:g1], n, K, state, n * s_len.numel(), best[g0:g1],
-            BLOCK=block, num_warps=max(1, min(4, block // 32)),
+            BLOCK=block, num_warps=num_warps,
         )
     return best
 
