@@ -216,7 +216,7 @@ def longest_within(text, text_offsets, bits, n_sym: int, pos, rows, seed, K: int
     return best
 
 
-FIRST_ROWS = 1024  # the first window: rows of each start's pattern (the answer is mostly far shorter)
+FIRST_ROWS = 2048  # the first window: rows of each start's pattern (only state memory grows with it: the band decides the work)
 GROWTH = 4  # windows grow this much for starts whose whole window matched
 PROBE_MIN = 4096  # with this many such starts, first try each sequence's first one with no cap
 
