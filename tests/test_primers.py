@@ -161,7 +161,8 @@ def test_interpret_long_windows_and_regrowth(monkeypatch, rng):
     monkeypatch.setattr(K, "FIRST_ROWS", 16)  # windows of 4 k rows first
     monkeypatch.setattr(K, "PROBE_MIN", 1)  # the probe of each sequence's first start too
     monkeypatch.setattr(K, "MIN_STRETCH", 16)
-    monkeypatch.setattr(K, "STRETCH_OVERLAPS", 1)  # beta in overlapping stretches
+    monkeypatch.setattr(K, "STRETCH_OVERLAPS", 1)  # beta in overlapping stretches,
+    monkeypatch.setattr(K, "MAX_GRID_Y", 2)  # two per launch
     cases.check_long("cpu", rng, n_alpha=76, n_beta=12, k=6)
     assert len(launches) >= 3  # first windows, the probe, longer windows
 

@@ -166,6 +166,7 @@ STATE_BYTES = 1 << 28  # column state (pv, mv, bottom score per block) per launc
 MIN_LANES = 1 << 18  # cut beta into stretches until starts x stretches reach this
 MIN_STRETCH = 4096  # ... but stretches stay this long,
 STRETCH_OVERLAPS = 4  # and this many times their overlap
+MAX_GRID_Y = 65535  # stretches per launch (the grid's second axis)
 
 
 def stretches(text_offsets, overlap: int, n_lanes: int):
@@ -173,7 +174,7 @@ def stretches(text_offsets, overlap: int, n_lanes: int):
     lens = (text_offsets[1:] - text_offsets[:-1]).tolist()
     total = sum(lens)
     want = max(1, -(-MIN_LANES // max(n_lanes, 1)))
-    size = max(MIN_STRETCH, STRETCH_OVERLAPS * overlap, -(-total // want))
+    size = min(max(MIN_STRETCH, STRETCH_OVERLAPS * overlap, -(-total // want)), 1 << 30)  # lengths are int32
     starts, lengths = [], []
     for r, n in enumerate(lens):
         base = int(text_offsets[r])
@@ -201,18 +202,20 @@ def longest_within(text, text_offsets, bits, n_sym: int, pos, rows, seed, K: int
     longest = int(rows.max())
     words = triton.cdiv(longest, 64)
     s_start, s_len = stretches(text_offsets, longest + K, n_lanes)
-    per_lane = 3 * words * 8 * s_len.numel()
+    n_str = min(s_len.numel(), MAX_GRID_Y)
+    per_lane = 3 * words * 8 * n_str
     group = max(block, STATE_BYTES // per_lane // block * block)
-    state = torch.empty(3 * words * min(group, n_lanes) * s_len.numel(), dtype=torch.int64, device=text.device)
-    for g0 in range(0, n_lanes, group):
-        g1 = min(n_lanes, g0 + group)
-        n = g1 - g0
-        grid = (triton.cdiv(n, block), s_len.numel())
-        primers_kernel[grid](
-            text, s_start, s_len, bits, bits.shape[1], n_sym,
-            pos[g0:g1], rows[g0:g1], seed[g0:g1], n, K, state, n * s_len.numel(), best[g0:g1],
-            BLOCK=block, num_warps=num_warps,
-        )
+    state = torch.empty(3 * words * min(group, n_lanes) * n_str, dtype=torch.int64, device=text.device)
+    for s0 in range(0, s_len.numel(), MAX_GRID_Y):  # (beta of more than MAX_GRID_Y records)
+        s1 = min(s_len.numel(), s0 + MAX_GRID_Y)
+        for g0 in range(0, n_lanes, group):
+            g1 = min(n_lanes, g0 + group)
+            n = g1 - g0
+            primers_kernel[(triton.cdiv(n, block), s1 - s0)](
+                text, s_start[s0:s1], s_len[s0:s1], bits, bits.shape[1], n_sym,
+                pos[g0:g1], rows[g0:g1], seed[g0:g1], n, K, state, n * (s1 - s0), best[g0:g1],
+                BLOCK=block, num_warps=num_warps,
+            )
     return best
 
 
