@@ -5,7 +5,11 @@ as flat codes + offsets; the result is int32 in alpha's flat layout: the shortes
 length from each start with >= k differences from every substring of every record of
 beta, 0 where none exists. ``code_bound`` bounds the codes (-1: unknown, read with the
 checks); the kernels' match-mask table has one row per code, so alphabets of more than
-MAX_MASK_SYMBOLS codes are renumbered first (as in ops/asm.py).
+MAX_MASK_SYMBOLS codes are renumbered first (as in ops/asm.py). ``first_rows`` is the
+kernels' first window (0: their default); starts whose whole window matched run again
+with longer ones, so the result never depends on it. The GPU path reads back between
+those passes (how many starts are left), so unlike the fixed-shape distance ops it cannot
+be captured in a CUDA graph, even with ``check=False``.
 """
 
 from __future__ import annotations
