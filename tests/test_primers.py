@@ -97,6 +97,9 @@ def test_bad_input():
         ta.kdiff_primers(ta.encode("ACGT", "dna"), ta.encode("MKV", "protein"), 2)
     with pytest.raises(ValueError, match="beta: holds no records"):
         ta.kdiff_primers("ACGT", [], 2)
+    a, none = ta.encode("ACGTA", "dna"), ta.encode([], "dna")  # the op itself: as one empty record
+    assert torch.ops.torchalign.kdiff_primers(a.codes, a.offsets, none.codes, none.offsets, 2, 15, -1, 0,
+                                              True).tolist() == [2, 2, 2, 2, 0]
     with pytest.raises(ValueError, match="symbol"):
         ta.kdiff_primers("ACGU", "ACGT", 2)  # U is not DNA
     bad = ta.SequenceBatch(torch.tensor([0, 1, 99], dtype=torch.uint8), torch.tensor([0, 3]), "dna")
