@@ -11,7 +11,8 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from torchalign_kernels import align, align_scan, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
+from torchalign_kernels import (align, align_scan, align_wave, asm_rows, levenshtein, myers, myers_band,  # noqa: E402
+                                myers_wave, primers)
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -93,3 +94,11 @@ def test_align_scan_kernel(dpx):
     c = compile_for_hopper(align_scan.scan_kernel, types, dict(ROWS=align_scan.ROWS, LANES=align_scan.LANES, DPX=dpx))
     if dpx:
         assert "max.s16x2" in c.asm["ptx"] and "add.s16x2" in c.asm["ptx"]
+
+
+def test_primers_kernel():
+    types = dict(text_ptr="*u8", stretch_start_ptr="*i64", stretch_len_ptr="*i64", bits_ptr="*i64", n_bits_words="i32",
+                 n_sym="i32", lane_pos_ptr="*i64", lane_rows_ptr="*i64", lane_seed_ptr="*i64", n_lanes="i32", K="i32",
+                 state_ptr="*i64", n_state="i32", best_ptr="*i32")
+    for block in (32, primers.LAUNCH[0], 128):
+        compile_for_hopper(primers.primers_kernel, types, dict(BLOCK=block))

@@ -46,6 +46,8 @@ def _op_samples(device):
         (ops.align_score, (a.codes, a.offsets, a.codes, a.offsets, dna, 5, 2, "global", -1, -1, True)),
         (ops.search, (q.codes, q.offsets, q.codes, q.offsets, blosum, 11, 1, "local", 2, -1, -1, True)),
         (ops.search, (a.codes, a.offsets, t.codes, t.offsets, dna, 5, 2, "semiglobal", 10, -1, -1, True)),
+        (ops.kdiff_primers, (p.codes, p.offsets, t.codes, t.offsets, 2, 15, -1, 0, True)),
+        (ops.kdiff_primers, (a.codes, a.offsets, p.codes, p.offsets, 1, 15, 5, 64, False)),
     ]
 
 
@@ -69,7 +71,8 @@ def _pipeline(texts, patterns, a, b):
     local = ta.align_score(a, b, DNA_SCORING, "local")
     glob = ta.needleman_wunsch(texts, texts, DNA_SCORING, check=False)
     top = ta.search(a, texts, DNA_SCORING, top_k=2)
-    return (near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits, close,
+    primers = ta.kdiff_primers(patterns, texts, 2) + ta.kdiff_primers(a, b, 1, check=False)[0]
+    return (primers, near, ta.hamming_cdist(a, b) * 2, ta.hamming(a, b), hits.position, hits.strand, edits, close,
             found.start, found.end, best, end, local.score, local.target_end, glob.score, top.scores, top.indices,
             top.ends)
 

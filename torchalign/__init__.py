@@ -7,6 +7,7 @@ from .batch import PackedBatch, SequenceBatch, encode
 from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
 from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
+from .primers import kdiff_primers
 from .scoring import Scoring
 
 __version__ = "0.1.0"
@@ -16,5 +17,6 @@ __all__ = [
     "SequenceBatch", "PackedBatch", "encode", "Hits", "EditHits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
     "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
+    "kdiff_primers",
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
 ]

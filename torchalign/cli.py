@@ -1,4 +1,5 @@
-"""The command line: ``torchalign grep PATTERN [FILE]``, ``torchalign dist A B`` (also ``python -m torchalign``)."""
+"""The command line: ``torchalign grep PATTERN [FILE]``, ``torchalign dist A B``, ``torchalign primers
+ALPHA BETA -k K`` (also ``python -m torchalign``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tqdm import tqdm
 import torchalign as ta
 
 from .hamming import DEFAULT_MAX_HITS
-from .io import iter_batches, iter_named
+from .io import iter_batches, iter_named, read_sequences
 
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
 PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
@@ -82,6 +83,18 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     d.add_argument("--max-distance", type=int, help="report max-distance + 1 for pairs further apart")
     d.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
     d.set_defaults(command="dist", run=_dist)
+    p = sub.add_parser("primers", help="regions of ALPHA at least k edits away from all of BETA",
+                       description="The k-difference primer problem: for every start in each record of "
+                                   "ALPHA, the shortest substring with at least k differences (edits) "
+                                   "from every substring of every record of BETA, i.e. where a primer "
+                                   "can bind ALPHA but not BETA. Prints one tab-separated line per "
+                                   "start that has one: record, start (0-based), length, sequence.")
+    p.add_argument("alpha", help="FASTA/FASTQ file (.gz too): the sequences to take primers from")
+    p.add_argument("beta", help="FASTA/FASTQ file (.gz too): the sequences primers must not match")
+    p.add_argument("-k", type=int, required=True, help="fewest differences from BETA (>= 1)")
+    p.add_argument("--min-length", type=int, default=0, help="print only regions at least this long")
+    p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
+    p.set_defaults(command="primers", run=_primers)
     return parser, sub.choices
 
 
@@ -165,6 +178,31 @@ def _dist(args) -> int:
             sys.stdout.write("".join("\t".join([names_a[r0 + i]] + [str(x) for x in row]) + "\n"
                                      for i, row in enumerate(d)))
             bar.update(len(d))
+    return 0
+
+
+def _primers(args) -> int:
+    if args.k < 1:
+        raise UsageError(f"-k must be >= 1, got {args.k}")
+    if args.min_length < 0:
+        raise UsageError(f"--min-length must be >= 0, got {args.min_length}")
+    device = _device(args.device)
+    names, alpha = read_sequences(args.alpha, "dna")
+    beta_names, beta = read_sequences(args.beta, "dna")
+    if not beta_names:
+        raise UsageError(f"{args.beta}: holds no records")
+    start = time.perf_counter()
+    lengths = ta.kdiff_primers(alpha.to(device), beta.to(device), args.k).cpu()
+    keep = (lengths > 0) & (lengths >= args.min_length)
+    at = torch.nonzero(keep).flatten()
+    record = torch.searchsorted(alpha.offsets, at, right=True) - 1
+    text = alpha.alphabet.decode(alpha.codes)
+    out = ["#record\tstart\tlength\tsequence\n"]
+    for p, rec, n in zip(at.tolist(), record.tolist(), lengths[at].tolist()):
+        out.append(f"{names[rec]}\t{p - int(alpha.offsets[rec])}\t{n}\t{text[p : p + n]}\n")
+    sys.stdout.write("".join(out))
+    print(f"{at.numel()} regions from {alpha.codes.numel()} starts against {beta.codes.numel()} bp in "
+          f"{time.perf_counter() - start:.2f} s on {device}", file=sys.stderr)
     return 0
 
 
