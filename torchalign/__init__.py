@@ -8,6 +8,7 @@ from .hamming import hamming, hamming_cdist, hamming_profile, kmismatch_search
 from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
 from .scoring import Scoring
+from .traceback import Alignment, traceback
 
 __version__ = "0.1.0"
 
@@ -17,4 +18,5 @@ __all__ = [
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
     "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
+    "Alignment", "traceback",
 ]
