@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming", "torchalign.levenshtein", "torchalign.asm",
-           "torchalign.scoring", "torchalign.align"]
+           "torchalign.scoring", "torchalign.align", "torchalign.traceback"]
 
 
 @pytest.mark.parametrize("name", MODULES)

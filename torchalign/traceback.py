@@ -69,9 +69,9 @@ class Alignment:
             q, m, t = (row[c : c + width] for row in (self.query_aligned, self.markup, self.target_aligned))
             q_used, t_used = len(q) - q.count("-"), len(t) - t.count("-")
             lines = [f"{names[0]:<{label}} {q_at + (q_used > 0):>{digits}} {q} {q_at + q_used}",
-                     f"{'':<{label}} {'':>{digits}} {m}",
+                     f"{'':<{label}} {'':>{digits}} {m}",  # (kept whole: a block is always 3 lines)
                      f"{names[1]:<{label}} {t_at + (t_used > 0):>{digits}} {t} {t_at + t_used}"]
-            blocks.append("\n".join(line.rstrip() for line in lines))
+            blocks.append("\n".join(lines))
             q_at, t_at = q_at + q_used, t_at + t_used
         return "\n\n".join(blocks)
 
