@@ -90,3 +90,102 @@ def test_errors():
     bad = ta.SequenceBatch(torch.tensor([24], dtype=torch.uint8), torch.tensor([0, 1]), ta.PROTEIN)
     with pytest.raises(ValueError, match=r"queries: codes must lie in \[0, 24\)"):
         ta.traceback(bad, ["A"])
+
+
+# --- interpreter tier: TRITON_INTERPRET=1 pytest -m interpret tests/test_traceback.py ---
+
+
+@pytest.fixture
+def scores_on_cpu(monkeypatch):
+    """The op's score pass (the align kernel, proven in test_interpret.py and about 2 ms
+    per cell of its 48-row tiles under the interpreter) on the CPU code, so the time goes
+    to the traceback kernels; test_kernels_whole_op keeps the whole path."""
+    from torchalign.cpu import align as cpu_align
+    from torchalign.ops import traceback as op
+
+    def cpu_pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track):
+        q_lens, t_lens = q_offsets[1:] - q_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
+        return cpu_align.align_score(q_codes, q_offsets[:-1][pair_q], q_lens[pair_q], t_codes, t_offsets[:-1][pair_t],
+                                     t_lens[pair_t], table, gap_open, gap_extend, mode)
+
+    monkeypatch.setattr(op, "_pairs", cpu_pairs)
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
+@pytest.mark.parametrize("block", [4, 128])
+@pytest.mark.parametrize("mode", cases.MODES)
+def test_kernels_match_reference(monkeypatch, rng, block, mode):
+    """The DP and walk kernels: the reference walk, Biopython; diagonals in chunks of 4
+    lanes (several chunks per diagonal) and of 128 (one)."""
+    from torchalign_kernels import traceback as K
+
+    monkeypatch.setattr(K, "BLOCK", block)
+    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 2, 9, 17), modes=(mode,), gaps=((11, 1), (5, 5), (3, 0)),
+                          scores=False)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
+def test_kernels_dna(rng):
+    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 9, 30), gaps=((5, 2), (3, 3)),
+                          scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN", scores=False)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+def test_kernels_whole_op():
+    """The whole op through the kernels (score kernel included): edges, X and *."""
+    cases.check_edges("cpu")
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
+def test_kernels_equal_cpu_implementation(monkeypatch, rng):
+    """Kernels and CPU implementation give identical alignments: random pairs in every
+    mode, real protein pieces, and scores past 32,767 (large match scores)."""
+    from . import align_cases as al
+
+    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    sets = [(al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(), "local"),
+            (al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(gap_open=5, gap_extend=2), "global"),
+            (al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(gap_open=4, gap_extend=4), "semiglobal"),
+            (tuple(zip(*cases.real_pairs(rng, queries, proteome, n=2, q_len=60, t_len=90))), ta.Scoring(), "local")]
+    dna = ta.Scoring(match=100, mismatch=-100, gap_open=150, gap_extend=10)
+    q = al.rand_protein(rng, 400, "ACGT")
+    t = al.rand_protein(rng, 5, "ACGT") + q[:200] + "A" + q[200:390] + al.rand_protein(rng, 5, "ACGT")
+    sets.append((([q, q[:100]], [t, t[:150]]), dna, "local"))
+    got = [cases.run(list(qs), list(ts), sc, mode, "cpu") for (qs, ts), sc, mode in sets]
+    assert got[-1][0].score > 32767
+    monkeypatch.delenv("TORCHALIGN_CPU_BACKEND")
+    for alns, ((qs, ts), sc, mode) in zip(got, sets):
+        assert alns == cases.run(list(qs), list(ts), sc, mode, "cpu"), mode
+
+
+# --- GPU tier: pytest -m gpu tests/test_traceback.py ---
+
+
+@pytest.mark.gpu
+def test_gpu_matches_reference_and_cpu(rng):
+    from . import align_cases as al
+
+    cases.check_reference("cuda", rng, n=20, lengths=(0, 1, 2, 15, 47, 130, 300))
+    cases.check_dna("cuda", rng, n=20)
+    cases.check_edges("cuda")
+    cases.check_top_hits("cuda", rng)
+    for mode in cases.MODES:  # a launch of many pairs, long ones included, against the CPU implementation
+        qs, ts = al.pairs(rng, 300, (1, 50, 200, 400))
+        qs += [al.rand_protein(rng, rng.choice([700, 2000])) for _ in range(4)]
+        ts += [al.related(rng, q) + al.rand_protein(rng, 1100) for q in qs[-4:]]
+        cases.same_as_cpu(cases.run(qs, ts, ta.Scoring(), mode, "cuda"), qs, ts, ta.Scoring(), mode)
+
+
+@pytest.mark.gpu
+def test_gpu_real_proteins_and_long_scores(rng):
+    pytest.importorskip("parasail")
+    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    pairs = [(q, rng.choice(proteome)) for q in queries] + [(p[20:300], p) for p in rng.sample(proteome, 20)]
+    cases.check_parasail("cuda", pairs)
+    a = cases.check_long("cuda", rng, n=6000)
+    assert a.score > 60000

@@ -1,18 +1,19 @@
 """The traceback custom op: one optimal alignment path per chosen pair.
 
 Inputs as torchalign::align_score's, plus the pairs (query pair_q[p] with target
-pair_t[p], int64[P]; the top hits of a search, or arange(B) twice) and ``max_cells``. The scores and end cells come
-from align_score's own code path (so they are align_score's, ties included); then a
-second DP over the rectangle from (0, 0) to the end cell stores one direction byte per
-cell and a walk back reads the path (cpu/traceback.py documents the bytes and the
-tie rule; the Triton kernels write the same bytes). Memory: one byte per cell of every
-rectangle, (query_end + 1) x (target_end + 1) per pair, all pairs at once on the GPU;
-a call needing more than ``max_cells`` raises before allocating.
+pair_t[p], int64[P]: the top hits of a search, or arange(B) twice) and ``max_cells``.
+The scores and end cells come from align_score's own code path (so they are
+align_score's, ties included); then a second DP over the rectangle from (0, 0) to the
+end cell stores one direction byte per cell and a walk back reads the path
+(cpu/traceback.py documents the bytes and the tie rule; the Triton kernels write the
+same bytes). Memory: one byte per cell of every rectangle, (query_end + 1) x
+(target_end + 1) per pair, all pairs at once on the GPU; a call needing more than
+``max_cells`` raises before allocating.
 
-Outputs: scores int32[B]; coordinates int64[B, 4] (query start, query end, target
-start, target end; 0-based, ends exclusive); op codes uint8[N] (0 '=', 1 'X', 2 'I':
-a query residue against a gap, 3 'D': a target residue against a gap), pair b's at
-ops[offsets[b]:offsets[b + 1]]; offsets int64[B + 1].
+Outputs (P pairs): scores int32[P]; coordinates int64[P, 4] (query start, query end,
+target start, target end; 0-based, ends exclusive); op codes uint8[N] (0 '=', 1 'X',
+2 'I': a query residue against a gap, 3 'D': a target residue against a gap), pair p's
+at ops[offsets[p]:offsets[p + 1]]; offsets int64[P + 1].
 """
 
 from __future__ import annotations
