@@ -101,8 +101,9 @@ def _directions(q_codes, q_starts, t_codes, t_starts, R, C, table, gap_open, gap
     F = torch.full((G, c_max + 1), NEG, dtype=torch.int64, device=dev)
     ramp = j * gap_extend
     neg_col = torch.full((G, 1), NEG, dtype=torch.int64, device=dev)
+    T_cols = T[:, :-1].contiguous()
     for i in range(1, r_max + 1):
-        s = scores[Q[:, i - 1, None], T[:, :-1]]  # [G, c_max]
+        s = torch.gather(scores.index_select(0, Q[:, i - 1]), 1, T_cols)  # [G, c_max] (gather: no index kernel)
         f_open = H - gap_open >= F - gap_extend
         F = torch.maximum(H - gap_open, F - gap_extend)
         left = 0 if mode == "local" else -(gap_open + (i - 1) * gap_extend)
