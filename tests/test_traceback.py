@@ -147,9 +147,9 @@ def test_kernels_equal_cpu_implementation(monkeypatch, rng):
 
     proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
     queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
-    sets = [(al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(), "local"),
-            (al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(gap_open=5, gap_extend=2), "global"),
-            (al.pairs(rng, 12, (0, 1, 5, 30, 60)), ta.Scoring(gap_open=4, gap_extend=4), "semiglobal"),
+    sets = [(al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(), "local"),
+            (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=5, gap_extend=2), "global"),
+            (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=4, gap_extend=4), "semiglobal"),
             (tuple(zip(*cases.real_pairs(rng, queries, proteome, n=2, q_len=60, t_len=90))), ta.Scoring(), "local")]
     dna = ta.Scoring(match=150, mismatch=-150, gap_open=200, gap_extend=10)
     q = al.rand_protein(rng, 300, "ACGT")

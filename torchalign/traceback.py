@@ -138,21 +138,32 @@ def _pairs(pairs, n_q: int, n_t: int, device) -> tuple[torch.Tensor, torch.Tenso
 
 
 def alignments(score, coords, ops_, offsets, q, t, pair_q, pair_t, scoring: Scoring) -> list[Alignment]:
-    """Alignment objects from the op's tensors (one host read of each)."""
+    """Alignment objects from the op's tensors: one host copy of the scores, coordinates,
+    ops and the aligned residues only (not the batches: a database stays on the GPU)."""
+    q_res, q_at = _aligned_codes(q, pair_q, coords[:, 0], coords[:, 1])
+    t_res, t_at = _aligned_codes(t, pair_t, coords[:, 2], coords[:, 3])
     score, coords, offsets = score.tolist(), coords.tolist(), offsets.tolist()
     codes = ops_.cpu().numpy()
-    q_codes, t_codes = q.codes.cpu().numpy(), t.codes.cpu().numpy()
-    q_off, t_off = q.offsets.tolist(), t.offsets.tolist()
     table = scoring.table.numpy()
     symbols = _symbols(scoring.alphabet)
     out = []
-    for p, (qi, ti) in enumerate(zip(pair_q.tolist(), pair_t.tolist())):
+    for p in range(len(score)):
         qs, qe, ts, te = coords[p]
-        ops_p = codes[offsets[p] : offsets[p + 1]]
-        qa = q_codes[q_off[qi] + qs : q_off[qi] + qe].astype(np.int64)
-        ta = t_codes[t_off[ti] + ts : t_off[ti] + te].astype(np.int64)
-        out.append(_alignment(score[p], qs, qe, ts, te, ops_p, qa, ta, table, symbols))
+        qa = q_res[q_at[p] : q_at[p] + qe - qs]
+        ta = t_res[t_at[p] : t_at[p] + te - ts]
+        out.append(_alignment(score[p], qs, qe, ts, te, codes[offsets[p] : offsets[p + 1]], qa, ta, table, symbols))
     return out
+
+
+def _aligned_codes(batch, pair, start, end) -> tuple[np.ndarray, list[int]]:
+    """The codes of sequence pair[p] from start[p] to end[p] for every p, back to back
+    (int64, on the host), and where each pair's run begins."""
+    lens = end - start
+    first = torch.cumsum(lens, 0) - lens
+    total = int(lens.sum()) if lens.numel() else 0
+    which = torch.repeat_interleave(torch.arange(lens.numel(), device=lens.device), lens, output_size=total)
+    at = batch.offsets[:-1][pair][which] + start[which] + torch.arange(total, device=lens.device) - first[which]
+    return batch.codes[at].cpu().numpy().astype(np.int64), first.tolist()
 
 
 def _symbols(alphabet) -> np.ndarray:
@@ -175,9 +186,8 @@ def _alignment(score, qs, qe, ts, te, ops_, qa, ta, table, symbols) -> Alignment
     def row(idx, codes):
         if symbols.size == 0:
             return "?" * idx.size
-        chars = np.where(idx >= 0, symbols[np.minimum(codes[np.maximum(idx, 0)] if codes.size else 0,
-                                                      symbols.size - 1)], "-")
-        return "".join(chars.tolist())
+        picked = codes[np.maximum(idx, 0)] if codes.size else np.zeros(idx.size, dtype=np.int64)
+        return "".join(np.where(idx >= 0, symbols[np.minimum(picked, symbols.size - 1)], "-").tolist())
 
     sub = np.zeros(ops_.size, dtype=np.int64)
     both = (qi >= 0) & (ti >= 0)
