@@ -2,6 +2,8 @@
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import torchalign as ta
 
@@ -48,6 +50,24 @@ def test_many_pairs_in_groups(monkeypatch, rng):
     assert ta.traceback(qs, ts, mode="global") == want
 
 
+@settings(deadline=None, max_examples=30)
+@given(st.text(alphabet="ACDEWX*", max_size=14), st.text(alphabet="ACDEWX*", max_size=14),
+       st.sampled_from(cases.GAPS), st.sampled_from(cases.MODES))
+def test_properties(q, t, gaps, mode):
+    """Any path re-scores to align_score's score and ends where it does; local paths
+    start and end on a positive-scoring column (the shortest of equal alignments)."""
+    sc = ta.Scoring(gap_open=gaps[0], gap_extend=gaps[1])
+    a = ta.traceback([q], [t], sc, mode)[0]
+    s = ta.align_score([q], [t], sc, mode)
+    assert (a.score, a.query_end, a.target_end) == (s.score.item(), s.query_end.item(), s.target_end.item())
+    assert cases.rescore(a, q, t, sc, mode) == a.score
+    if mode == "local" and a.columns:
+        ops = cases.expand(a.cigar)
+        assert ops[0] in "=X" and ops[-1] in "=X"
+        assert sc.score(a.query_aligned[0], a.target_aligned[0]) > 0
+        assert sc.score(a.query_aligned[-1], a.target_aligned[-1]) > 0
+
+
 def test_render():
     a = ta.traceback(["MKVLAAGIWHEAGAWGHEE"], ["PAWHEAEMKVLAGIW"], mode="global")[0]
     text = a.render(width=8, names=("q", "t"))
@@ -58,6 +78,8 @@ def test_render():
     assert lines[-3].endswith(" 19") and lines[-1].endswith(" 15")
     assert str(a) == a.render()
     assert "empty alignment" in ta.traceback(["W"], ["C"])[0].render()
+    gap = ta.Alignment(-12, 0, 0, 3, 5, "2D", "--", "AC", "  ")  # a block with no query residue
+    assert gap.render().split("\n") == ["query  0 -- 0", " " * 11, "target 4 AC 5"]
 
 
 def test_dna_and_bytes_rendering():
