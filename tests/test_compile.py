@@ -12,7 +12,6 @@ from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
 from torchalign_kernels import align, align_wave, asm_rows, levenshtein, myers, myers_band, myers_wave  # noqa: E402
-from torchalign_kernels import traceback  # noqa: E402
 
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
@@ -66,6 +65,22 @@ def test_asm_rows_kernel(mode):
     compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))
 
 
+TRACEBACK_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64", rows_ptr="*i64",
+                      cols_ptr="*i64", dir_ptr="*u8", dir_at_ptr="*i64")
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_traceback_kernels(mode):
+    from torchalign_kernels import traceback
+
+    types = dict(TRACEBACK_ARGS, table_ptr="*i32", width="i32", gap_open="i32", gap_extend="i32",
+                 scratch_ptr="*i32", scratch_at_ptr="*i64")
+    compile_for_hopper(traceback.traceback_dp_kernel, types, dict(MODE=mode, BLOCK=traceback.BLOCK))
+    types = dict(TRACEBACK_ARGS, out_ptr="*u8", out_at_ptr="*i64", len_ptr="*i64", q_from_ptr="*i64",
+                 t_from_ptr="*i64")
+    compile_for_hopper(traceback.traceback_walk_kernel, types, dict(MODE=mode))
+
+
 ALIGN_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
                   t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
                   gap_open="i32", gap_extend="i32", score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
@@ -83,17 +98,3 @@ def test_align_kernel(mode, track):
 def test_align_wave_kernel(mode, track):
     types = dict(ALIGN_ARGS, row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32")
     compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))
-
-
-TRACEBACK_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64", rows_ptr="*i64",
-                      cols_ptr="*i64", dir_ptr="*u8", dir_at_ptr="*i64")
-
-
-@pytest.mark.parametrize("mode", [0, 1, 2])
-def test_traceback_kernels(mode):
-    types = dict(TRACEBACK_ARGS, table_ptr="*i32", width="i32", gap_open="i32", gap_extend="i32",
-                 scratch_ptr="*i32", scratch_at_ptr="*i64")
-    compile_for_hopper(traceback.traceback_dp_kernel, types, dict(MODE=mode, BLOCK=traceback.BLOCK))
-    types = dict(TRACEBACK_ARGS, out_ptr="*u8", out_at_ptr="*i64", len_ptr="*i64", q_from_ptr="*i64",
-                 t_from_ptr="*i64")
-    compile_for_hopper(traceback.traceback_walk_kernel, types, dict(MODE=mode))
