@@ -131,3 +131,53 @@ def align_score(q, t, score, gap_open, gap_extend, mode):
     cells = [(-H[i][j], j, i) for i in range(m + 1) for j in range(n + 1)]
     s, j, i = min(cells)
     return -s, i, j
+
+
+def traceback(q, t, score, gap_open, gap_extend, mode):
+    """Gotoh's DP cell by cell, then the walk back with torchalign's documented rule:
+    (score, query start, query end, target start, target end, ops as a string of =XID).
+    The end is align_score's; at each cell the walk prefers a local start (H = 0), then
+    the diagonal, then E (a target residue against a gap: D), then F (I); in a gap it
+    prefers opening (leaving the gap) to extending it. Semiglobal stops at row 0."""
+    NEG = float("-inf")
+    m, n = len(q), len(t)
+    best, qe, te = align_score(q, t, score, gap_open, gap_extend, mode)
+    gap = lambda L: 0 if L == 0 else -(gap_open + (L - 1) * gap_extend)  # noqa: E731
+    H = [[0] * (n + 1) for _ in range(m + 1)]
+    E = [[NEG] * (n + 1) for _ in range(m + 1)]
+    F = [[NEG] * (n + 1) for _ in range(m + 1)]
+    for i in range(1, m + 1):
+        H[i][0] = 0 if mode == "local" else gap(i)
+    for j in range(1, n + 1):
+        H[0][j] = gap(j) if mode == "global" else 0
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            E[i][j] = max(H[i][j - 1] - gap_open, E[i][j - 1] - gap_extend)
+            F[i][j] = max(H[i - 1][j] - gap_open, F[i - 1][j] - gap_extend)
+            H[i][j] = max(H[i - 1][j - 1] + score(q[i - 1], t[j - 1]), E[i][j], F[i][j])
+            if mode == "local":
+                H[i][j] = max(H[i][j], 0)
+    i, j, state, ops = qe, te, "H", []
+    while True:
+        if state == "H":
+            if i == 0 or j == 0:
+                if mode == "local" or (i == 0 and (j == 0 or mode == "semiglobal")):
+                    break
+                ops.append("I" if j == 0 else "D")  # a leading gap (global; I's in semiglobal)
+                i, j = (i - 1, j) if j == 0 else (i, j - 1)
+            elif mode == "local" and H[i][j] == 0:
+                break
+            elif H[i][j] == H[i - 1][j - 1] + score(q[i - 1], t[j - 1]):
+                ops.append("=" if q[i - 1] == t[j - 1] else "X")
+                i, j = i - 1, j - 1
+            else:
+                state = "E" if H[i][j] == E[i][j] else "F"
+        elif state == "E":
+            ops.append("D")
+            state = "H" if H[i][j - 1] - gap_open >= E[i][j - 1] - gap_extend else "E"
+            j -= 1
+        else:
+            ops.append("I")
+            state = "H" if H[i - 1][j] - gap_open >= F[i - 1][j] - gap_extend else "F"
+            i -= 1
+    return best, i, qe, j, te, "".join(reversed(ops))

@@ -66,6 +66,22 @@ def test_asm_rows_kernel(mode):
     compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))
 
 
+TRACEBACK_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64", rows_ptr="*i64",
+                      cols_ptr="*i64", dir_ptr="*u8", dir_at_ptr="*i64")
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_traceback_kernels(mode):
+    from torchalign_kernels import traceback
+
+    types = dict(TRACEBACK_ARGS, table_ptr="*i32", width="i32", gap_open="i32", gap_extend="i32",
+                 scratch_ptr="*i32", scratch_at_ptr="*i64")
+    compile_for_hopper(traceback.traceback_dp_kernel, types, dict(MODE=mode, BLOCK=traceback.BLOCK))
+    types = dict(TRACEBACK_ARGS, out_ptr="*u8", out_at_ptr="*i64", len_ptr="*i64", q_from_ptr="*i64",
+                 t_from_ptr="*i64")
+    compile_for_hopper(traceback.traceback_walk_kernel, types, dict(MODE=mode))
+
+
 ALIGN_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
                   t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
                   gap_open="i32", gap_extend="i32", score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")

@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["torchalign.alphabet", "torchalign.batch", "torchalign.hamming", "torchalign.levenshtein", "torchalign.asm",
-           "torchalign.scoring", "torchalign.align", "torchalign.primers"]
+           "torchalign.scoring", "torchalign.align", "torchalign.primers",
+           "torchalign.traceback"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -48,7 +48,17 @@ def _op_samples(device):
         (ops.search, (a.codes, a.offsets, t.codes, t.offsets, dna, 5, 2, "semiglobal", 10, -1, -1, True)),
         (ops.kdiff_primers, (p.codes, p.offsets, t.codes, t.offsets, 2, 15, -1, 0, True)),
         (ops.kdiff_primers, (a.codes, a.offsets, p.codes, p.offsets, 1, 15, 5, 64, False)),
+        (ops.traceback, (q.codes, q.offsets, q.codes.flip(0), q.offsets, pairs(device, 0, 1, 2), pairs(device, 0, 1, 2),
+                         blosum, 11, 1, "local", -1, -1, 1 << 30, True)),
+        (ops.traceback, (a.codes, a.offsets, t.codes, t.offsets, pairs(device, 0, 2, 1), pairs(device, 1, 0, 1), dna,
+                         5, 2, "semiglobal", a.max_length, t.max_length, 1 << 30, False)),
+        (ops.traceback, (q.codes, q.offsets, q.codes, q.offsets, pairs(device, 2, 0), pairs(device, 1, 2), blosum,
+                         10, 2, "global", -1, -1, 1 << 30, True)),
     ]
+
+
+def pairs(device, *index):
+    return torch.tensor(index, dtype=torch.int64, device=device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -88,6 +98,31 @@ def test_compile_fullgraph_matches_eager(device):
     compiled = torch.compile(_pipeline, fullgraph=True)
     for got, want in zip(compiled(t, p, a, b), _pipeline(t, p, a, b)):
         assert torch.equal(got, want)
+
+
+def _traceback_pipeline(q, t, pair_q, pair_t, table):
+    score, coords, ops, offsets = torch.ops.torchalign.traceback(q.codes, q.offsets, t.codes, t.offsets, pair_q,
+                                                                 pair_t, table, 11, 1, "local", -1, -1, 1 << 30, True)
+    matches = (ops == 0).sum()  # '=' columns of every path
+    return score * 2, coords, ops, offsets, matches
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_traceback_compile_fullgraph_matches_eager(device):
+    """The traceback op in a fullgraph-compiled graph: its path has a data-dependent size."""
+    rng = random.Random(7)
+    from . import align_cases as al
+
+    qs, ts = al.pairs(rng, 6, (0, 1, 9, 30))
+    q, t = ta.encode(qs, "protein", device), ta.encode(ts, "protein", device)
+    table = ta.Scoring().table.to(device)
+    b = torch.arange(len(qs), device=device)
+    torch._dynamo.reset()
+    compiled = torch.compile(_traceback_pipeline, fullgraph=True)
+    for got, want in zip(compiled(q, t, b, b.flip(0), table), _traceback_pipeline(q, t, b, b.flip(0), table)):
+        assert torch.equal(got, want)
+    want = ta.traceback(q, t, pairs=(b, b.flip(0)))
+    assert compiled(q, t, b, b.flip(0), table)[0].tolist() == [2 * a.score for a in want]
 
 
 @pytest.mark.parametrize("device", DEVICES)

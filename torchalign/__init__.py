@@ -9,6 +9,7 @@ from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
 from .primers import kdiff_primers
 from .scoring import Scoring
+from .traceback import Alignment, traceback
 
 __version__ = "0.1.0"
 
@@ -19,4 +20,5 @@ __all__ = [
     "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
     "kdiff_primers",
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
+    "Alignment", "traceback",
 ]
