@@ -1,5 +1,5 @@
-"""The command line: ``torchalign grep PATTERN [FILE]``, ``torchalign dist A B``, ``torchalign primers
-ALPHA BETA -k K`` (also ``python -m torchalign``)."""
+"""The command line: ``torchalign search [QUERIES DATABASE]``, ``torchalign grep PATTERN [FILE]``,
+``torchalign dist A B``, ``torchalign primers ALPHA BETA -k K`` (also ``python -m torchalign``)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
+from . import cli_search
 from .hamming import DEFAULT_MAX_HITS
 from .io import iter_batches, iter_named, read_sequences
 
@@ -52,6 +53,8 @@ def main(argv=None) -> int:
 def _parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(prog="torchalign", description=ta.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    cli_search.add_parser(sub, "default: cuda when available").set_defaults(
+        run=lambda args: cli_search.run(args, _device(args.device), UsageError))
     g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches (or k edits)",
                        description="Print every window of every record within Hamming distance k "
                                    "of a pattern, one tab-separated line per hit; mismatched "
