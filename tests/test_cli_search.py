@@ -83,7 +83,7 @@ def test_protein_random_against_biopython(tmp_path, capsys, rng, mode):
                            "--top", 4, "--mode", mode, "--align", "--device", "cpu")
     assert code == 0, err
     check_hits(lines, queries, db, ta.Scoring("BLOSUM62"), mode, 4, cigar=True)
-    assert "3 queries x 11 sequences" in err and "GCUPS on cpu" in err
+    assert "3 queries x 11 sequences" in err and "GCUPS), 12 hits aligned" in err and "on cpu" in err
 
 
 def test_dna_scoring_gaps_and_top_past_database(tmp_path, capsys, rng):

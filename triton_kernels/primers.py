@@ -158,10 +158,10 @@ def match_bits(codes, n_sym: int) -> torch.Tensor:
     return bits.reshape(n_sym, words)
 
 
-# (lanes per program, warps): one warp holding two lanes per thread, so the per-column and
-# per-block "any lane left?" reductions are warp shuffles (no barrier) and each thread has
-# two independent DP streams to overlap; benchmarks/primers.py --launch sweeps others
-LAUNCH = (64, 1)
+# (lanes per program, warps): one warp, one lane per thread, so the per-column and per-block
+# "any lane left?" reductions are warp shuffles (no barrier); on an H200 (32, 1) beat (64, 1)
+# by 1.2-1.7x on all four workloads of benchmarks/primers.py (--launch sweeps others)
+LAUNCH = (32, 1)
 STATE_BYTES = 1 << 28  # column state (pv, mv, bottom score per block) per launch
 MIN_LANES = 1 << 18  # cut beta into stretches until starts x stretches reach this
 MIN_STRETCH = 4096  # ... but stretches stay this long,
