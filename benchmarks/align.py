@@ -118,7 +118,7 @@ def main() -> int:
         print(clock(), f"{len(q)} aa: {ms:.1f} ms, {cells / ms / 1e9:.1f} TCUPS", flush=True)
     overall = f"search, {len(queries)} queries vs {n_db} seqs, overall"
     rows.append(Row(overall, "torchalign, one call per query (sum)", per_query_ms, total_cells, "CUPS"))
-    ours_overall = ta.search(queries, D, sc).scores.tolist()
+    ta.search(queries, D, sc)
     ms = time_once(lambda: ta.search(queries, D, sc), device)
     rows.append(Row(overall, "torchalign, one call for all queries", ms, total_cells, "CUPS",
                     "torchalign, one call per query (sum)"))
@@ -163,7 +163,7 @@ def main() -> int:
     except ImportError as e:
         skipped.append(f"pyopal: {e}")
     if device.type == "cuda":
-        sz_rows, why = stringzillas_rows(queries, db, len(_DB), overall, ours_overall, sc, device)
+        sz_rows, why = stringzillas_rows(queries, db, len(_DB), overall, sc, device)
         skipped += [why] if why else []
         rows += sz_rows
         for r in sz_rows:
@@ -206,11 +206,13 @@ STRINGZILLAS_FIRST = 200  # database sequences of the first stage (reported only
 STRINGZILLAS_TIMEOUT = 200  # seconds for all stages
 
 
-def stringzillas_rows(queries, db, peer_n, overall, ours_overall, sc, device) -> tuple[list[Row], str | None]:
+def stringzillas_rows(queries, db, peer_n, overall, sc, device) -> tuple[list[Row], str | None]:
     """stringzillas-cuda SmithWatermanScores, in a child process that a timeout can stop:
     the queries against the first 200 sequences, the peer slice (peer_n) and the whole
-    database ``db`` (workload ``overall``, our top-10 scores ``ours_overall``); a row per
-    finished stage, its top-10 scores per query checked against ours. (rows, or [] and why)."""
+    database ``db`` (workload ``overall``); a row per finished stage beside our time on
+    the same queries, top-10 scores per query checked against ours. stringzillas-cuda
+    5.3.2 fails (CUDA_ERROR_INVALID_VALUE) on queries past ~3,000 residues: such a
+    query is left out of the stage and the row says so. (rows, or [] and why)."""
     import subprocess
     import tempfile
 
@@ -228,22 +230,22 @@ def stringzillas_rows(queries, db, peer_n, overall, ours_overall, sc, device) ->
     finally:
         os.unlink(f.name)
     finished = [json.loads(line) for line in done.splitlines() if line.startswith("{")]
-    if not finished:
+    if not finished or not finished[0]["ran"]:
         return [], f"stringzillas-cuda: no stage finished{note} {err.strip()[-300:]}"
     rows = []
     for st in finished[1:] or finished:
-        n = st["n"]
-        cells = float(sum(map(len, queries))) * sum(map(len, db[:n]))
-        if n == len(db):
-            workload, ref, ours = overall, "torchalign, one call for all queries", ours_overall
-        else:
-            S = ta.encode(db[:n], "protein", device)
-            ours = ta.search(queries, S, sc, 10).scores.tolist()
-            workload, ref = peer_workload(len(queries), db[:n]), "torchalign"
-            if n != peer_n:  # the peer slice has our row already
-                rows.append(Row(workload, ref, time_once(lambda: ta.search(queries, S, sc), device), cells, "CUPS"))
-        name = "stringzillas-cuda SmithWatermanScores, one call for all queries" + (note if st is finished[-1] else "")
-        rows.append(Row(workload, name, st["ms"], cells, "CUPS", ref,
+        n, qs = st["n"], [queries[i] for i in st["ran"]]
+        S = ta.encode(db[:n], "protein", device)
+        cells = float(sum(map(len, qs))) * sum(map(len, db[:n]))
+        label = overall if n == len(db) else peer_workload(len(queries), db[:n])
+        if len(qs) < len(queries):
+            label += f", the {len(qs)} queries it ran (<= {max(map(len, qs))} aa)"
+        ours = ta.search(qs, S, sc, 10).scores.tolist()
+        rows.append(Row(label, "torchalign, one call", time_once(lambda: ta.search(qs, S, sc), device), cells, "CUPS"))
+        failed = sorted(len(queries[int(i)]) for i in st["failed"])
+        name = ("stringzillas-cuda SmithWatermanScores, one call per query" + (note if st is finished[-1] else "")
+                + (f"; failed ({next(iter(st['failed'].values()))}) on the queries of {failed} aa" if failed else ""))
+        rows.append(Row(label, name, st["ms"], cells, "CUPS", "torchalign, one call",
                         "yes" if ours == st["top"] else "NO (different scores)"))
     return rows, None
 
@@ -271,16 +273,24 @@ def stringzillas_child(path: str) -> None:
     eng = szs.SmithWatermanScores(byte_to_class=byte_to_class, class_substitution_costs=costs, open=-11, extend=-1,
                                   capabilities=scope)
 
-    def run(eng, qs, targets):  # it scores the cross product: a [queries, targets] matrix
-        scores = np.asarray(eng(sz.Strs(qs), sz.Strs(targets), device=scope))
-        return [sorted(row, reverse=True)[:10] for row in scores.tolist()]
+    def run(q, targets):  # it scores the cross product: a [1, targets] matrix here
+        return sorted(np.asarray(eng(sz.Strs([q]), sz.Strs(targets), device=scope))[0].tolist(), reverse=True)[:10]
 
-    run(eng, job["queries"][:1], job["db"][: job["stages"][0]])  # warm-up
+    queries, failed = job["queries"], {}
+    run(queries[0], job["db"][: job["stages"][0]])  # warm-up
     for n in job["stages"]:
+        targets, top, ran = job["db"][:n], [], []
         t0 = time.perf_counter()
-        top = run(eng, job["queries"], job["db"][:n])
+        for i, q in enumerate(queries):
+            if i in failed:
+                continue
+            try:
+                top.append(run(q, targets))
+                ran.append(i)
+            except ValueError as e:
+                failed[i] = str(e)
         ms = (time.perf_counter() - t0) * 1e3
-        print(json.dumps({"n": n, "ms": ms, "top": top}), flush=True)
+        print(json.dumps({"n": n, "ms": ms, "ran": ran, "top": top, "failed": failed}), flush=True)
 
 
 def time_once(fn, device) -> float:
