@@ -100,3 +100,26 @@ def test_to_device_and_pinned():
     assert g.device.type == "cuda" and g.decode() == ["ACGT", "GA"]
     p = g.pack(2)
     assert p.codes.device.type == "cuda"
+
+
+@pytest.mark.parametrize("alphabet, seqs", [("protein", ["MKVLAAGIW", "", "PAWHEAE*X"]), ("dna", ["ACGTN", "A"]),
+                                            ("unicode", ["naïve", "€"])])
+def test_save_load_round_trip(tmp_path, alphabet, seqs):
+    b = ta.encode(seqs, alphabet)
+    b.save(tmp_path / "db.pt")
+    got = ta.SequenceBatch.load(tmp_path / "db.pt")
+    assert got.alphabet is b.alphabet and got.decode() == seqs
+    assert torch.equal(got.codes, b.codes) and torch.equal(got.offsets, b.offsets)
+    assert (got.max_code, got.max_length) == (b.max_code, b.max_length)
+    # a search on the loaded database is the same search
+    if alphabet == "protein":
+        r1, r2 = ta.search(["HEAGAWGHEE"], got, top_k=3), ta.search(["HEAGAWGHEE"], b, top_k=3)
+        assert all(torch.equal(x, y) for x, y in zip(r1, r2))
+
+
+def test_save_refuses_a_custom_alphabet(tmp_path):
+    from torchalign.alphabet import Alphabet
+
+    custom = Alphabet("protein", "ab")  # a built-in's name, other symbols: load could not rebuild it
+    with pytest.raises(ValueError, match="not a built-in one"):
+        ta.SequenceBatch(torch.tensor([0, 1], dtype=custom.dtype), torch.tensor([0, 2]), custom).save(tmp_path / "x.pt")

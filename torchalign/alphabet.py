@@ -145,6 +145,11 @@ UNICODE = Alphabet("unicode", None, case_sensitive=True)  # str -> int32 code po
 _BY_NAME = {a.name: a for a in (DNA, RNA, PROTEIN, BYTES, TOKENS, UNICODE)}
 
 
+def get_alphabet_or_none(name: str) -> Alphabet | None:
+    """The built-in alphabet of this name, or None."""
+    return _BY_NAME.get(name.lower())
+
+
 def get_alphabet(alphabet: str | Alphabet) -> Alphabet:
     """An Alphabet from its name ("dna", "rna", "protein", "bytes", "tokens") or itself."""
     if isinstance(alphabet, Alphabet):
