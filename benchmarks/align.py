@@ -88,6 +88,7 @@ def main() -> int:
     ap.add_argument("--db", type=int, default=570_000)
     ap.add_argument("--peer-db", type=int, default=20_000)
     ap.add_argument("--small", action="store_true", help="2,000 database sequences, 4 queries (smoke run)")
+    ap.add_argument("--no-peers", action="store_true", help="ours only (the search rows and the packing)")
     ap.add_argument("--stringzillas-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stringzillas_child:
@@ -123,75 +124,76 @@ def main() -> int:
     rows.append(Row(overall, "torchalign, one call for all queries", ms, total_cells, "CUPS",
                     "torchalign, one call per query (sum)"))
     print(clock(), overall, f"{ms:.1f} ms", flush=True)
-    # peers on a slice of the database
     _DB = db[: args.peer_db]
-    sub_res = sum(map(len, _DB))
-    sub_cells = float(sum(map(len, queries))) * sub_res
-    peer_wl = peer_workload(len(queries), _DB)
-    S = ta.encode(_DB, "protein", device)
-    ours = ta.search(queries, S, sc, top_k=len(_DB))
-    ta.search(queries, S, sc)
-    ms = time_once(lambda: ta.search(queries, S, sc), device)
-    rows.append(Row(peer_wl, "torchalign", ms, sub_cells, "CUPS"))
-    workers = os.cpu_count() or 1
-    try:
-        import parasail  # noqa: F401
+    if not args.no_peers:  # peers on a slice of the database
+        sub_res = sum(map(len, _DB))
+        sub_cells = float(sum(map(len, queries))) * sub_res
+        peer_wl = peer_workload(len(queries), _DB)
+        S = ta.encode(_DB, "protein", device)
+        ours = ta.search(queries, S, sc, top_k=len(_DB))
+        ta.search(queries, S, sc)
+        ms = time_once(lambda: ta.search(queries, S, sc), device)
+        rows.append(Row(peer_wl, "torchalign", ms, sub_cells, "CUPS"))
+        workers = os.cpu_count() or 1
+        try:
+            import parasail  # noqa: F401
 
-        with mp.get_context("fork").Pool(workers) as pool:
+            with mp.get_context("fork").Pool(workers) as pool:
+                t0 = time.perf_counter()
+                theirs = [parasail_all(pool, q, workers) for q in queries]
+                ms_p = (time.perf_counter() - t0) * 1e3
+            ok = all(ours.scores[i].tolist() == sorted(th, reverse=True) for i, th in enumerate(theirs))
+            rows.append(Row(peer_wl, f"parasail sw_striped_profile_sat, {workers} processes", ms_p, sub_cells, "CUPS",
+                            "torchalign", "yes" if ok else "NO"))
+            print(clock(), "parasail", f"{ms_p:.1f} ms", flush=True)
+        except ImportError as e:
+            skipped.append(f"parasail: {e}")
+        try:
+            import pyopal
+
+            opal_db = pyopal.Database(_DB)
+            pyopal.align(queries[0], opal_db, "BLOSUM62", gap_open=11, gap_extend=1, threads=workers)  # warm-up
             t0 = time.perf_counter()
-            theirs = [parasail_all(pool, q, workers) for q in queries]
-            ms_p = (time.perf_counter() - t0) * 1e3
-        ok = all(ours.scores[i].tolist() == sorted(th, reverse=True) for i, th in enumerate(theirs))
-        rows.append(Row(peer_wl, f"parasail sw_striped_profile_sat, {workers} processes", ms_p, sub_cells, "CUPS",
-                        "torchalign", "yes" if ok else "NO"))
-        print(clock(), "parasail", f"{ms_p:.1f} ms", flush=True)
-    except ImportError as e:
-        skipped.append(f"parasail: {e}")
-    try:
-        import pyopal
-
-        opal_db = pyopal.Database(_DB)
-        pyopal.align(queries[0], opal_db, "BLOSUM62", gap_open=11, gap_extend=1, threads=workers)  # warm-up
-        t0 = time.perf_counter()
-        theirs = [[h.score for h in pyopal.align(q, opal_db, "BLOSUM62", gap_open=11, gap_extend=1, threads=workers)]
-                  for q in queries]
-        ms_o = (time.perf_counter() - t0) * 1e3
-        ok = all(ours.scores[i].tolist() == sorted(th, reverse=True) for i, th in enumerate(theirs))
-        rows.append(Row(peer_wl, f"pyopal (OPAL, SIMD), {workers} threads", ms_o, sub_cells, "CUPS", "torchalign",
-                        "yes" if ok else "NO"))
-        print(clock(), "pyopal", f"{ms_o:.1f} ms", flush=True)
-    except ImportError as e:
-        skipped.append(f"pyopal: {e}")
-    if device.type == "cuda":
-        sz_rows, why = stringzillas_rows(queries, db, len(_DB), overall, sc, device)
-        skipped += [why] if why else []
-        rows += sz_rows
-        for r in sz_rows:
-            print(clock(), r.impl, r.workload, f"{r.time_ms:.1f} ms", flush=True)
+            theirs = [[h.score for h in pyopal.align(q, opal_db, "BLOSUM62", gap_open=11, gap_extend=1, threads=workers)]
+                      for q in queries]
+            ms_o = (time.perf_counter() - t0) * 1e3
+            ok = all(ours.scores[i].tolist() == sorted(th, reverse=True) for i, th in enumerate(theirs))
+            rows.append(Row(peer_wl, f"pyopal (OPAL, SIMD), {workers} threads", ms_o, sub_cells, "CUPS", "torchalign",
+                            "yes" if ok else "NO"))
+            print(clock(), "pyopal", f"{ms_o:.1f} ms", flush=True)
+        except ImportError as e:
+            skipped.append(f"pyopal: {e}")
+        if device.type == "cuda":
+            sz_rows, why = stringzillas_rows(queries, db, len(_DB), overall, sc, device)
+            skipped += [why] if why else []
+            rows += sz_rows
+            for r in sz_rows:
+                print(clock(), r.impl, r.workload, f"{r.time_ms:.1f} ms", flush=True)
     # the database packing (sort + interleave) that every GPU search call does
     from torchalign.batch import _pack
 
     ms = bench(lambda: _pack(D.codes, D.offsets, 64), device, warmup=1, rep=3, cpu_runs=1)
     rows.append(Row(f"pack the {n_db}-sequence database (sort by length, interleave)", "torchalign", ms,
                     float(residues), "residues"))
-    # the vectorised torch DP on the device: the shortest query against 2,000 targets
-    q, sub = queries[0], min(n_db, 2000)
-    Tq = ta.encode(db[:sub], "protein", device)
-    Qq = ta.encode([q] * sub, "protein", device)
-    dp_cells = float(len(q)) * sum(map(len, db[:sub]))
+    if not args.no_peers:
+        # the vectorised torch DP on the device: the shortest query against 2,000 targets
+        q, sub = queries[0], min(n_db, 2000)
+        Tq = ta.encode(db[:sub], "protein", device)
+        Qq = ta.encode([q] * sub, "protein", device)
+        dp_cells = float(len(q)) * sum(map(len, db[:sub]))
 
-    def dp():
-        return torch_dp.align_score(Qq.codes, Qq.offsets[:-1], Qq.offsets[1:] - Qq.offsets[:-1], Tq.codes,
-                                    Tq.offsets[:-1], Tq.offsets[1:] - Tq.offsets[:-1], sc.table.to(device), 11, 1,
-                                    "local")[0]
+        def dp():
+            return torch_dp.align_score(Qq.codes, Qq.offsets[:-1], Qq.offsets[1:] - Qq.offsets[:-1], Tq.codes,
+                                        Tq.offsets[:-1], Tq.offsets[1:] - Tq.offsets[:-1], sc.table.to(device), 11, 1,
+                                        "local")[0]
 
-    wl = f"align_score {len(q)} aa x {sub} pairs"
-    ms = bench(lambda: ta.align_score(Qq, Tq, sc), device, warmup=2, rep=5, cpu_runs=1)
-    rows.append(Row(wl, "torchalign", ms, dp_cells, "CUPS"))
-    same = torch.equal(dp().cpu(), ta.align_score(Qq, Tq, sc).score.cpu())
-    ms = bench(dp, device, warmup=1, rep=3, cpu_runs=1)
-    rows.append(Row(wl, "torch DP vectorised over pairs (torchalign.cpu.align)", ms, dp_cells, "CUPS",
-                    "torchalign", "yes" if same else "NO"))
+        wl = f"align_score {len(q)} aa x {sub} pairs"
+        ms = bench(lambda: ta.align_score(Qq, Tq, sc), device, warmup=2, rep=5, cpu_runs=1)
+        rows.append(Row(wl, "torchalign", ms, dp_cells, "CUPS"))
+        same = torch.equal(dp().cpu(), ta.align_score(Qq, Tq, sc).score.cpu())
+        ms = bench(dp, device, warmup=1, rep=3, cpu_runs=1)
+        rows.append(Row(wl, "torch DP vectorised over pairs (torchalign.cpu.align)", ms, dp_cells, "CUPS",
+                        "torchalign", "yes" if same else "NO"))
     fill_ratios(rows)
     print(markdown_table(rows))
     for s in skipped:

@@ -238,12 +238,16 @@ def test_align_long_targets_wavefront(monkeypatch, rng):
     chunks go there (beside the packed scan of the rest)."""
     from torchalign_kernels import align, align_scan, align_wave
 
+    from torchalign.ops import align as ops_align
+
     from . import align_cases as al
 
     monkeypatch.setattr(align, "LONG_TARGET", 20)
     monkeypatch.setattr(align_wave, "W_MAX", 2)
     al.check_reference("cpu", rng, n=5, lengths=(0, 1, 17, 49, 100), gaps=((11, 1),))
     monkeypatch.setattr(align_scan, "ROWS", 8)
+    monkeypatch.setattr(ops_align, "SCAN_LONG", 20)
+    monkeypatch.setattr(ops_align, "SCAN_WAVE", 20)
     al.check_search("cpu", rng, n_q=2, n_db=6, lengths=(0, 1, 16, 33), top_k=3, modes=("local",))
 
 

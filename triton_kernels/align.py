@@ -191,11 +191,14 @@ def padded_table(table):
 
 
 def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open: int,
-                gap_extend: int, mode: int, track: bool = True, rows: int = ROWS, block: int = BLOCK):
+                gap_extend: int, mode: int, track: bool = True, rows: int = ROWS, block: int = BLOCK,
+                long_target: int | None = None):
     """Align query pair_q[i] with target pair_t[i] for every i: (score int32[P], query end
     int64[P], target end int64[P]; the ends only with ``track``, else undefined in local
     mode). ``table``: int32 [S, S] over codes < S; ``mode`` 0 local, 1 global, 2 semiglobal.
-    Pairs run sorted by target then query length, so a program's lanes finish together."""
+    Pairs run sorted by target then query length, longest first, so a program's lanes
+    finish together and the longest start first; targets of ``long_target`` (default
+    LONG_TARGET) residues or more run in align_wave."""
     P = pair_q.numel()
     dev = q_codes.device
     score = torch.empty(P, dtype=torch.int32, device=dev)
@@ -207,7 +210,7 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
     padded = padded_table(table)
     n_len, m_len = t_lens[pair_t], q_lens[pair_q]
-    long = n_len >= LONG_TARGET
+    long = n_len >= (LONG_TARGET if long_target is None else long_target)
     if bool(long.any()):  # long targets: one pair per program, row tiles as a wavefront
         from .align_wave import align_long
 
@@ -221,13 +224,14 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
                        gap_open, gap_extend, mode, track, rows, s_l, qe_l, te_l)
         short = torch.nonzero(~long).squeeze(1)
         s_s, qe_s, te_s = align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[short],
-                                      pair_t[short], table, gap_open, gap_extend, mode, track, rows, block)
+                                      pair_t[short], table, gap_open, gap_extend, mode, track, rows, block,
+                                      long_target)
         if side is not None:  # (the outputs were allocated on this stream and outlive the wait)
             torch.cuda.current_stream(dev).wait_stream(side)
         score[at], q_end[at], t_end[at] = s_l, qe_l, te_l
         score[short], q_end[short], t_end[short] = s_s, qe_s, te_s
         return score, q_end, t_end
-    order = torch.argsort(n_len * (1 << 32) + m_len)
+    order = torch.argsort(n_len * (1 << 32) + m_len, descending=True)
     # each program's scratch: 2 x block int32 per column up to its own longest target
     n_prog = triton.cdiv(P, block)
     longest = torch.nn.functional.pad(n_len[order], (0, n_prog * block - P)).view(n_prog, block).amax(1)

@@ -49,13 +49,15 @@ def _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_exten
     _check_bound(table, gap_open, gap_extend, q_longest, t_longest)
 
 
-def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track):
+def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track,
+           long_target=None):
     """Scores (and ends with ``track``) of query pair_q[i] against target pair_t[i]."""
     q_starts, q_lens = q_offsets[:-1], q_offsets[1:] - q_offsets[:-1]
     t_starts, t_lens = t_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
     if use_kernels(q_codes):
         return kernels("align").align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
-                                            table, gap_open, gap_extend, MODES.index(mode), track=track)
+                                            table, gap_open, gap_extend, MODES.index(mode), track=track,
+                                            long_target=long_target)
     return cpu.align_score(q_codes, q_starts[pair_q], q_lens[pair_q], t_codes, t_starts[pair_t], t_lens[pair_t],
                            table, gap_open, gap_extend, mode)
 
@@ -87,6 +89,12 @@ def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
 
 
 SCAN_STREAMS = 4  # queries scanned on this many CUDA streams at once: one launch's tail overlaps the next
+# Chunks this long leave the int16 scan (one would be its launch's tail) for align_pairs,
+# where targets of SCAN_WAVE residues or more take the wavefront kernel and the rest the
+# inter-task one. H200, 20 queries vs 570,000 sequences: (1,024, 1,024) 1.48 TCUPS,
+# (1,024, 2,048) 1.68-1.70, (1,024, 4,096) 1.65-1.66, (2,048, 4,096) 1.87 (NOTES.md).
+SCAN_LONG = 2048
+SCAN_WAVE = 4096
 
 
 def _side_streams(dev, n: int) -> list:
@@ -105,12 +113,12 @@ def _on(stream):
 
 class _Scan:
     """The database packed for align_scan (sorted by length, interleaved chunks of
-    2 x LANES), the chunks long enough for align_pairs' wavefront kept out of the scan."""
+    2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan."""
 
     def __init__(self, d_codes, d_offsets, table):
         self.k = kernels("align_scan")
         self.packed = _pack(d_codes, d_offsets, 2 * self.k.LANES)
-        long = self.packed.chunk_lengths >= kernels("align").LONG_TARGET
+        long = self.packed.chunk_lengths >= SCAN_LONG
         self.chunk0 = int(long.sum())  # sorted longest first: the long chunks lead
         self.n = d_offsets.numel() - 1
         self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
@@ -127,7 +135,7 @@ class _Scan:
             with _on(long_stream):
                 pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(lr)
                 by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
-                                         table, gap_open, gap_extend, "local", False)[0].view(q1 - q0, lr)
+                                         table, gap_open, gap_extend, "local", False, SCAN_WAVE)[0].view(q1 - q0, lr)
         while len(self.scratch) < len(scan_streams):
             self.scratch.append(torch.empty(max(1, self.packed.codes.numel()), dtype=torch.int32, device=dev))
         for qi in range(q0, q1):
