@@ -76,7 +76,6 @@ class SequenceBatch:
     def __repr__(self) -> str:
         return f"SequenceBatch(n={len(self)}, residues={self.codes.numel()}, alphabet={self.alphabet.name!r}, device={self.device})"
 
-    # ---- movement ----------------------------------------------------------
     # ---- on disk -----------------------------------------------------------
     def save(self, path) -> None:
         """Write the batch to ``path``: plain tensors and the alphabet's name, so that
@@ -102,6 +101,7 @@ class SequenceBatch:
         batch = cls(d["codes"], d["offsets"], d["alphabet"], d["max_code"], d["max_length"])
         return batch if device is None else batch.to(device)
 
+    # ---- movement ----------------------------------------------------------
     def to(self, device, non_blocking: bool = False) -> "SequenceBatch":
         return SequenceBatch(
             self.codes.to(device, non_blocking=non_blocking),
