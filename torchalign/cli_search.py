@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
-from .io import iter_named
+from .io import encode_records, iter_named
 from .traceback import MAX_CELLS
 
 GROUP_CELLS = 1 << 36  # query x database cells per search call (the progress bar's step)
@@ -66,7 +66,7 @@ def run(args, device: str, usage_error) -> int:
     cells, searching, aligning = 0, 0.0, 0.0
     with tqdm(total=sum(q_lens) * n_db, unit="cell", unit_scale=True, file=sys.stderr,
               disable=None if len(q_lens) > 1 else True) as bar:
-        for q0, q1 in _groups(q_lens, n_db):
+        for q0, q1 in _runs([n * n_db for n in q_lens], GROUP_CELLS):
             group = ta.SequenceBatch.from_codes([queries[i] for i in range(q0, q1)], queries.alphabet)
             t0 = time.perf_counter()
             r = ta.search(group, database, scoring, args.top, mode=args.mode)
@@ -96,38 +96,30 @@ def run(args, device: str, usage_error) -> int:
 
 
 def _read(path, scoring, what):
-    records = list(iter_named(path))
-    if not records:
+    names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}")
+    if not names:
         raise ValueError(f"{what}: no sequences in {path}")
-    names, seqs = zip(*records)
-    try:
-        return list(names), ta.encode([s.upper() for s in seqs], scoring.alphabet)
-    except ValueError as e:
-        raise ValueError(f"{what} ({path}): {e}") from None
+    return names, batch
 
 
-def _groups(q_lens, n_db):
-    """Ranges of queries of at most GROUP_CELLS cells against the database (one at least)."""
-    q0 = 0
-    while q0 < len(q_lens):
-        q1, cells = q0 + 1, q_lens[q0] * n_db
-        while q1 < len(q_lens) and cells + q_lens[q1] * n_db <= GROUP_CELLS:
-            cells += q_lens[q1] * n_db
-            q1 += 1
-        yield q0, q1
-        q0 = q1
+def _runs(sizes, budget):
+    """(i0, i1) ranges of consecutive items whose sizes sum to at most ``budget`` (a larger
+    item alone): the search groups (cells) and the traceback calls (DP cells)."""
+    i0 = 0
+    while i0 < len(sizes):
+        i1, total = i0 + 1, sizes[i0]
+        while i1 < len(sizes) and total + sizes[i1] <= budget:
+            total += sizes[i1]
+            i1 += 1
+        yield i0, i1
+        i0 = i1
 
 
 def _alignments(queries, database, scoring, mode, pair_q, pair_t, q_ends, t_ends):
     """ta.traceback of the hits, in calls of at most MAX_CELLS DP cells (a larger hit alone)."""
     rect = ((q_ends + 1) * (t_ends + 1)).tolist()
-    out, p0 = [], 0
-    while p0 < len(rect):
-        p1, cells = p0 + 1, rect[p0]
-        while p1 < len(rect) and cells + rect[p1] <= MAX_CELLS:
-            cells += rect[p1]
-            p1 += 1
+    out = []
+    for p0, p1 in _runs(rect, MAX_CELLS):
         out += ta.traceback(queries, database, scoring, mode, pairs=(pair_q[p0:p1], pair_t[p0:p1]),
-                            max_cells=max(cells, MAX_CELLS))
-        p0 = p1
+                            max_cells=max(sum(rect[p0:p1]), MAX_CELLS))
     return out

@@ -75,6 +75,24 @@ def _popcount(x):
 
 
 @triton.jit
+def _band_word(at, n_state, active, use, eq, hin, s_above, bottom, ones):
+    """One 64-row word of a lane's banded column (myers_band, primers): its stored state
+    (pv, mv, bottom score at ``at``, ``at + n_state``, ``at + 2 n_state``), or for a word
+    entering the band the score above it plus its rows; one Myers step; stored back where
+    ``use``. Returns (pv, mv, bottom score, the carry into the next word)."""
+    pv = tl.load(at, mask=active, other=-1).to(tl.uint64, bitcast=True)
+    mv = tl.load(at + n_state, mask=active, other=0).to(tl.uint64, bitcast=True)
+    s = tl.load(at + 2 * n_state, mask=active, other=0).to(tl.int32)
+    s = tl.where(active, s, s_above - hin + _popcount(bottom * 2 - 1))  # entering: previous bottom + rows
+    pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
+    s += _delta(ph, mh, bottom)
+    tl.store(at, pv.to(tl.int64, bitcast=True), mask=use)
+    tl.store(at + n_state, mv.to(tl.int64, bitcast=True), mask=use)
+    tl.store(at + 2 * n_state, s.to(tl.int64), mask=use)
+    return pv, mv, s, _carry(ph, mh)
+
+
+@triton.jit
 def _above(pv, score, bottom):
     """Block cells all > K iff this lower bound of them is: the bottom score minus the +1
     vertical deltas of rows 1 .. bottom (``bottom``: the bottom row's bit)."""

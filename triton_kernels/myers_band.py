@@ -26,8 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .myers import (BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _carry, _delta, _myers_word,
-                    _popcount, _stretches)
+from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _band_word, _stretches
 
 
 @triton.jit
@@ -101,18 +100,10 @@ def myers_band_kernel(
             eq = tl.load(eq_row + w, mask=known & (w >= f) & (w <= y + 1), other=0).to(tl.uint64, bitcast=True)
             enter = alive & (w == y + 1) & (w <= last_word) & (s_above - hin <= bound) & (((eq & 1) != 0) | (hin < 0))
             use = active | enter
-            pv_at = state_ptr + (3 * w) * n_state + slot
-            pv = tl.load(pv_at, mask=active, other=-1).to(tl.uint64, bitcast=True)
-            mv = tl.load(pv_at + n_state, mask=active, other=0).to(tl.uint64, bitcast=True)
-            s = tl.load(pv_at + 2 * n_state, mask=active, other=0).to(tl.int32)
             bottom = tl.where(w == last_word, last_mask, bit63)
-            s = tl.where(active, s, s_above - hin + _popcount(bottom * 2 - 1))  # entering: previous bottom + rows
-            pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
-            s += _delta(ph, mh, bottom)
-            tl.store(pv_at, pv.to(tl.int64, bitcast=True), mask=use)
-            tl.store(pv_at + n_state, mv.to(tl.int64, bitcast=True), mask=use)
-            tl.store(pv_at + 2 * n_state, s.to(tl.int64), mask=use)
-            hin = tl.where(use, _carry(ph, mh), hin)
+            pv, mv, s, carry = _band_word(state_ptr + (3 * w) * n_state + slot, n_state, active, use, eq, hin, s_above,
+                                          bottom, ones)
+            hin = tl.where(use, carry, hin)
             s_above = tl.where(use, s, s_above)
             pv_y = tl.where(use, pv, pv_y)
             s_y = tl.where(use, s, s_y)

@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .myers import _above, _carry, _delta, _myers_word, _popcount
+from .myers import _above, _band_word, _popcount
 
 
 @triton.jit
@@ -98,18 +98,10 @@ def primers_kernel(
             eq = tl.where(w == last_word, eq & keep, eq)
             enter = alive & (w == y + 1) & (w <= last_word) & (s_above - hin <= K) & (((eq & 1) != 0) | (hin < 0))
             use = active | enter
-            at = state_ptr + (3 * w) * n_state + slot
-            pv = tl.load(at, mask=active, other=-1).to(tl.uint64, bitcast=True)
-            mv = tl.load(at + n_state, mask=active, other=0).to(tl.uint64, bitcast=True)
-            s = tl.load(at + 2 * n_state, mask=active, other=0).to(tl.int32)
             bottom = tl.where(w == last_word, last_mask, bit63)
-            s = tl.where(active, s, s_above - hin + _popcount(bottom * 2 - 1))  # entering: previous bottom + rows
-            pv, mv, ph, mh = _myers_word(pv, mv, eq, hin, ones)
-            s += _delta(ph, mh, bottom)
-            tl.store(at, pv.to(tl.int64, bitcast=True), mask=use)
-            tl.store(at + n_state, mv.to(tl.int64, bitcast=True), mask=use)
-            tl.store(at + 2 * n_state, s.to(tl.int64), mask=use)
-            hin = tl.where(use, _carry(ph, mh), hin)
+            pv, mv, s, carry = _band_word(state_ptr + (3 * w) * n_state + slot, n_state, active, use, eq, hin, s_above,
+                                          bottom, ones)
+            hin = tl.where(use, carry, hin)
             s_above = tl.where(use, s, s_above)
             pv_y = tl.where(use, pv, pv_y)
             s_y = tl.where(use, s, s_y)
