@@ -2,7 +2,7 @@
 
     python benchmarks/align.py [--commit HASH] [--out DIR] [--db N] [--peer-db N] [--small]
 
-Workload (issue 4): the 20 Swiss-Prot queries of ../shared/data (144..5,478 residues)
+Workload (issue 4): the 20 bundled Swiss-Prot queries (torchalign/data) (144..5,478 residues)
 against a generated database of N sequences (default 570,000, ~200 M residues) with
 Swiss-Prot-like lengths (lognormal, mean ~350) and the residue composition of the bundled
 proteome. ``ta.search(top_k=10)``, one call per query and one for all 20; GCUPS = query
@@ -29,14 +29,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Clock, Row, bench, fill_ratios, git_commit, markdown_table, pick_device, write_json  # noqa: E402
+from common import Clock, Row, bench, data_file, fill_ratios, git_commit, markdown_table, pick_device, write_json  # noqa: E402
 
 import torchalign as ta  # noqa: E402
 from torchalign.cpu import align as torch_dp  # noqa: E402
 
 SEED = 5
-DATA = os.environ.get("TORCHALIGN_TEST_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                                           "shared", "data"))
 _DB: list[str] = []  # parasail workers read the database through fork
 
 
@@ -57,7 +55,7 @@ def read_fasta(path: str) -> list[str]:
 def database(n: int, rng: np.random.Generator) -> list[str]:
     """n sequences, lognormal lengths (mean ~350), residues drawn with the composition of
     the bundled proteome (the 20 standard amino acids)."""
-    proteome = "".join(read_fasta(os.path.join(DATA, "proteome_HG003687.faa")))
+    proteome = "".join(read_fasta(data_file("proteome_HG003687.fa")))
     letters = np.array(list("ARNDCQEGHILKMFPSTWYV"))
     counts = np.array([proteome.count(c) for c in letters], dtype=float)
     lengths = np.clip(rng.lognormal(np.log(350) - 0.245, 0.7, n).astype(int), 10, 35000)
@@ -97,7 +95,7 @@ def main() -> int:
     device = pick_device()
     rng = np.random.default_rng(SEED)
     n_db = 2000 if args.small else args.db
-    queries = read_fasta(os.path.join(DATA, "swissprot_queries20.fasta"))
+    queries = read_fasta(data_file("swissprot_queries20.fa"))
     queries = sorted(queries, key=len)[:: 5 if args.small else 1]
     db = database(n_db, rng)
     residues = sum(map(len, db))

@@ -24,6 +24,13 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def data_file(name: str) -> str:
+    """A data file of the repository: data/ (TORCHALIGN_TEST_DATA overrides it), else the
+    package's own torchalign/data/ (the files the CLI ships)."""
+    path = os.path.join(os.environ.get("TORCHALIGN_TEST_DATA", os.path.join(REPO, "data")), name)
+    return path if os.path.exists(path) else os.path.join(REPO, "torchalign", "data", name)
+
+
 # ---------------------------------------------------------------- device ------------
 def pick_device(name: Optional[str] = None) -> torch.device:
     """cuda if available (or as asked), else cpu."""

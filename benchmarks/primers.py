@@ -4,7 +4,7 @@ and the paper's reported rate, one run.
     python benchmarks/primers.py [--commit HASH] [--out DIR] [--small] [--launch 64,1 32,1 ...]
 
 Workloads (issue 5):
-- MT-human.fa against MT-chimp.fa (../shared/data), k = 10 and 50;
+- MT-human.fa against MT-chimp.fa (data/ and torchalign/data/), k = 10 and 50;
 - generated instances of the paper's sizes, k = 100: |alpha| = 43,606 against |beta| =
   241,494 (its Table 1), and 107,280 against 1,088,386 (its largest): alpha random DNA,
   beta random DNA holding copies of alpha's segments (500..5,000 bp) with 10-20 % edits
@@ -27,18 +27,16 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Clock, Row, bench, fill_ratios, git_commit, markdown_table, pick_device, write_json  # noqa: E402
+from common import Clock, Row, bench, data_file, fill_ratios, git_commit, markdown_table, pick_device, write_json  # noqa: E402
 
 import torchalign as ta  # noqa: E402
 
 SEED = 5
 PAPER_RATE = 11.85e9
-DATA = os.environ.get("TORCHALIGN_TEST_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                                           "shared", "data"))
 
 
 def read_fasta(name: str) -> str:
-    lines = open(os.path.join(DATA, name)).read().splitlines()
+    lines = open(data_file(name)).read().splitlines()
     return "".join(x.strip() for x in lines if x and not x.startswith(">"))
 
 

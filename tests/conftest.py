@@ -12,14 +12,24 @@ REPO = Path(__file__).resolve().parents[1]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
+PACKAGE_DATA = REPO / "torchalign" / "data"  # the files the package ships (the CLI's defaults)
+
+
 def data_dir() -> Path:
-    return Path(os.environ.get("TORCHALIGN_TEST_DATA", REPO.parent / "shared" / "data"))
+    """The repository's data/ folder (TORCHALIGN_TEST_DATA overrides it)."""
+    return Path(os.environ.get("TORCHALIGN_TEST_DATA", REPO / "data"))
+
+
+def data_file(name: str) -> Path:
+    """A data file of the repository: data/ first, then the package's own torchalign/data/."""
+    path = data_dir() / name
+    return path if path.exists() else PACKAGE_DATA / name
 
 
 def read_fasta(name: str) -> list[tuple[str, str]]:
-    """(id, sequence) records of a file in the shared data folder, plain parsing."""
+    """(id, sequence) records of a data file of the repository, plain parsing."""
     records, name_, seq = [], None, []
-    for line in (data_dir() / name).read_text().splitlines():
+    for line in data_file(name).read_text().splitlines():
         if line.startswith(">"):
             if name_ is not None:
                 records.append((name_, "".join(seq)))

@@ -34,8 +34,8 @@ def test_scores_past_int16(rng):
 
 def test_real_proteins_against_parasail(rng):
     pytest.importorskip("parasail")
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     pairs = [(rng.choice(queries)[:300], rng.choice(proteome)[:400]) for _ in range(6)]
     pairs += [(p[10:200], p) for p in rng.sample(proteome, 4)]  # a protein and a piece of itself
     cases.check_parasail("cpu", rng, pairs)
@@ -120,7 +120,7 @@ def test_search_top_k(rng):
 
 def test_search_real_proteins_against_parasail():
     pytest.importorskip("parasail")
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")][:60]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")][:60]
     cases.check_search_parasail("cpu", [proteome[3][:120], proteome[10][50:200]], proteome)
 
 

@@ -16,7 +16,7 @@ from torchalign.io import iter_records, read_sequences
 from .conftest import data_dir
 from .reference import revcomp, same
 
-DATA = data_dir()  # TORCHALIGN_TEST_DATA, else <repo root>/../shared/data
+DATA = data_dir()  # TORCHALIGN_TEST_DATA, else <repo root>/data
 BUNDLED = resources.files("torchalign") / "data" / "MT-human.fa"
 
 
@@ -236,9 +236,9 @@ def test_python_m_torchalign():
     assert "hits in 1 records" in proc.stderr
 
 
-# ---- shared data ---------------------------------------------------------------
+# ---- real data (data/) -------------------------------------------------------------
 
-def test_grep_shared_contig(capsys):
+def test_grep_real_contig(capsys):
     path = DATA / "contig_OFHT01000022.fna"
     [rec] = SeqIO.parse(path, "fasta")
     text = str(rec.seq).upper()
@@ -253,7 +253,7 @@ def test_grep_shared_contig(capsys):
     assert lines == brute_grep([(rec.id, text)], [revcomp(pattern)], 2, both_strands=True)
 
 
-def test_grep_shared_genes_many_records(capsys):
+def test_grep_real_genes_many_records(capsys):
     path = DATA / "genes100_CP040672.fna"
     records = [(r.id, str(r.seq)) for r in SeqIO.parse(path, "fasta")]
     names, batch = read_sequences(path)

@@ -102,8 +102,8 @@ def test_real_query_finds_itself(capsys, tmp_path):
     """A bundled query planted among proteome sequences is its own best hit, 100 % identity."""
     from .conftest import read_fasta
 
-    proteome = read_fasta("proteome_HG003687.faa")[:40]
-    name, query = read_fasta("swissprot_queries20.fasta")[0]
+    proteome = read_fasta("proteome_HG003687.fa")[:40]
+    name, query = read_fasta("swissprot_queries20.fa")[0]
     db = proteome[:20] + [("planted", query)] + proteome[20:]
     code, lines, err = run(capsys, write_fasta(tmp_path / "q.fa", [(name, query)], width=60),
                            write_fasta(tmp_path / "d.fa", db, width=60), "--top", 3, "--align", "--device", "cpu")

@@ -111,7 +111,7 @@ def test_levenshtein_long_and_tokens(rng):
 def test_levenshtein_cuda_equals_cpu_on_proteins():
     from .conftest import read_fasta
 
-    prots = [s for _, s in read_fasta("proteome_HG003687.faa")][:120]
+    prots = [s for _, s in read_fasta("proteome_HG003687.fa")][:120]
     a, b = ta.encode(prots[:60], "protein"), ta.encode(prots[60:], "protein")
     got = ta.levenshtein_cdist(a.to("cuda"), b.to("cuda"))
     assert torch.equal(got.cpu(), ta.levenshtein_cdist(a, b))
@@ -240,8 +240,8 @@ def test_align_real_proteins_and_long_scores(rng):
     from . import align_cases as al
     from .conftest import read_fasta
 
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     pairs = [(q, rng.choice(proteome)) for q in queries] + [(p[20:300], p) for p in rng.sample(proteome, 20)]
     al.check_parasail("cuda", rng, pairs)
     al.check_long_scores("cuda", rng, n=6000)
@@ -254,6 +254,6 @@ def test_search(rng):
 
     al.check_search("cuda", rng, n_q=4, n_db=120, lengths=(0, 1, 16, 33, 70), top_k=10)
     al.check_search_wrap("cuda", rng)  # scores past int16 in the packed DPX scan
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     al.check_search_parasail("cuda", [queries[0], queries[5][:700], proteome[7]], proteome[:1500])

@@ -56,7 +56,7 @@ def test_edge_cases():
 
 def test_real_proteins():
     """Swiss-Prot queries (144..5,478 residues) against each other and rapidfuzz."""
-    recs = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    recs = [s for _, s in read_fasta("swissprot_queries20.fa")]
     short = sorted(recs, key=len)[:6]
     got = ta.levenshtein_cdist(short, short[::-1], alphabet="protein")
     assert got.tolist() == [[Levenshtein.distance(x, y) for y in short[::-1]] for x in short]

@@ -29,8 +29,8 @@ def test_long_pair_past_int16(rng):
 
 def test_real_proteins_against_parasail(rng):
     pytest.importorskip("parasail")
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     cases.check_parasail("cpu", cases.real_pairs(rng, queries, proteome))
 
 
@@ -167,8 +167,8 @@ def test_kernels_equal_cpu_implementation(monkeypatch, rng):
     mode, real protein pieces, and scores past 32,767 (large match scores)."""
     from . import align_cases as al
 
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     sets = [(al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(), "local"),
             (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=5, gap_extend=2), "global"),
             (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=4, gap_extend=4), "semiglobal"),
@@ -205,8 +205,8 @@ def test_gpu_matches_reference_and_cpu(rng):
 @pytest.mark.gpu
 def test_gpu_real_proteins_and_long_scores(rng):
     pytest.importorskip("parasail")
-    proteome = [s for _, s in read_fasta("proteome_HG003687.faa")]
-    queries = [s for _, s in read_fasta("swissprot_queries20.fasta")]
+    proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    queries = [s for _, s in read_fasta("swissprot_queries20.fa")]
     pairs = [(q, rng.choice(proteome)) for q in queries] + [(p[20:300], p) for p in rng.sample(proteome, 20)]
     cases.check_parasail("cuda", pairs)
     a = cases.check_long("cuda", rng, n=6000)
