@@ -5,7 +5,9 @@ Each row is the median of ``--runs`` separate ``bench`` calls (each itself a med
 do_bench repeats), printed with the spread (min..max of the runs). Inputs are generated
 with a fixed seed (correctness is the tests' job, not this script's).
 
-    python benchmarks/kernels.py [--runs 3] [--only name,name] [--commit SHA] [--small]
+    python benchmarks/kernels.py [--runs 3] [--only name,name] [--commit SHA] [--small] [--out DIR]
+
+Writes benchmarks/results/kernels-<device>-<date>-<commit>.json.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import bench, data_file, git_commit, pick_device  # noqa: E402
+from common import Row, bench, data_file, git_commit, pick_device, write_json  # noqa: E402
 
 import torchalign as ta  # noqa: E402
 
@@ -86,10 +88,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--commit")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--small", action="store_true", help="sizes / 8 (a smoke run)")
     args = ap.parse_args()
     dev = pick_device()
-    print(f"device {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}, commit {git_commit(args.commit)}")
+    commit = git_commit(args.commit)
+    print(f"device {torch.cuda.get_device_name(dev) if dev.type == 'cuda' else 'cpu'}, commit {commit}")
     rows = []
     for name, (call, what) in workloads(dev, 8 if args.small else 1).items():
         if args.only and name not in args.only.split(","):
@@ -98,6 +102,9 @@ def main():
         times = sorted(bench(call, dev) for _ in range(args.runs))
         rows.append((name, statistics.median(times), times[0], times[-1], what))
         print(f"{name:14s} {rows[-1][1]:10.3f} ms  ({times[0]:.3f}..{times[-1]:.3f})  {what}", flush=True)
+    results = [Row(name, "torchalign", med, 1.0, "calls", note=f"{what}; runs {lo:.3f}..{hi:.3f} ms")
+               for name, med, lo, hi, what in rows]
+    write_json(args.out, "kernels", dev, commit, results, {"runs": args.runs}, suffix=f"-{commit[:7]}")
     print("\n| kernel row | median ms | spread | workload |\n| --- | --- | --- | --- |")
     for name, med, lo, hi, what in rows:
         print(f"| {name} | {med:.3f} | {lo:.3f}..{hi:.3f} | {what} |")
