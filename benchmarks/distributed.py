@@ -86,9 +86,9 @@ def prepare(args, clock) -> dict:
             rng = np.random.default_rng(SEED)
             parts = [database_codes(n, rng) for _ in range(times)]
             ends = torch.tensor([0] + [p.codes.numel() for p in parts]).cumsum(0)
-            whole = ta.SequenceBatch(torch.cat([p.codes for p in parts]),
-                                     torch.cat([parts[0].offsets[:1]] + [p.offsets[1:] + e for p, e in zip(parts, ends)]),
-                                     "protein", max(p.max_code for p in parts), max(p.max_length for p in parts))
+            offsets = torch.cat([parts[0].offsets[:1]] + [p.offsets[1:] + e for p, e in zip(parts, ends)])
+            whole = ta.SequenceBatch(torch.cat([p.codes for p in parts]), offsets, "protein",
+                                     max(p.max_code for p in parts), max(p.max_length for p in parts))
             whole.save(path + ".tmp")
             os.replace(path + ".tmp", path)
             print(clock(), f"generated {path}", flush=True)
@@ -158,6 +158,7 @@ def worker(job_path: str, result_path: str) -> None:
         print(f"[rank 0 of {world}] cdist {c['n']}^2: {statistics.median(times):.1f} ms", flush=True)
         with open(result_path, "w") as f:
             json.dump(out, f)
+    dist.barrier()  # (see torchalign/cli_distributed.py: gloo's threads release the last tensors)
     dist.destroy_process_group()
 
 

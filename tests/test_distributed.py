@@ -8,6 +8,7 @@ costs seconds); joins and the process group have timeouts, so a hang fails the t
 
 import contextlib
 import datetime
+import doctest
 import io
 import os
 import random
@@ -48,9 +49,14 @@ def _worker(rank, world, init, backend, check, args):
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world, timeout=GROUP_TIMEOUT)
     try:
         check(torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu"), *args)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
         torch.set_num_threads(threads)
+    if world > 1:  # a spawned rank: no interpreter teardown, where gloo's worker threads
+        sys.stdout.flush()  # may still be releasing tensors of the last collective (an abort)
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _run_ranks(world, check, *args, backend="gloo", init=None):
@@ -191,6 +197,8 @@ def _check_errors(dev, cases):
     # shards that do not cover one database, queries that differ: every rank says so
     with pytest.raises(ValueError, match="rank order"):
         tad.search(queries, tad.shard(D, rank, world + 1), SC, 4)
+    with pytest.raises(ValueError, match="mode"):  # (raised by ta.search, but there are no queries)
+        tad.search([], shard, SC, 4, mode="best")
     if world > 1:
         with pytest.raises(ValueError, match="different queries"):
             tad.search(queries[: 1 + rank % 2], shard, SC, 4)
@@ -269,6 +277,11 @@ def test_shard_balances_residues():
     for bad, match in (((2, 2), "rank"), ((0, 0), "world_size"), ((-1, 2), "rank")):
         with pytest.raises(ValueError, match=match):
             tad.shard(db, *bad)
+
+
+def test_docstring_examples():
+    result = doctest.testmod(tad)
+    assert result.attempted > 0 and result.failed == 0
 
 
 def test_cli_under_torchrun(cli_files):

@@ -44,11 +44,17 @@ def run(args, scoring, device: str, read) -> int:
         if dist.get_rank() == 0:
             print(f"{dist.get_world_size()} ranks ({dist.get_backend()}), the database sharded by residues",
                   file=sys.stderr)
-            return cli_search._report(args, scoring, dev, q_names, queries.to(dev), d_names, database, search)
-        n_db = int(database.codes.numel())
-        for q0, q1 in cli_search._groups(queries.lengths.tolist(), n_db):  # rank 0's groups, in step
-            search(distributed._part(queries, q0, q1))
-        return 0
+            code = cli_search._report(args, scoring, dev, q_names, queries.to(dev), d_names, database, search)
+        else:
+            n_db = int(database.codes.numel())
+            for q0, q1 in cli_search._groups(queries.lengths.tolist(), n_db):  # rank 0's groups, in step
+                search(distributed._part(queries, q0, q1))
+            code = 0
+        # the ranks leave together; waiting here also lets gloo's worker threads release the
+        # last collective's tensors before the interpreter exits (a release during its
+        # teardown aborts the process)
+        dist.barrier()
+        return code
     except distributed.RankError as e:  # the failing rank reports its own error
         print(f"torchalign {args.command}: error: {e}", file=sys.stderr)
         return 1

@@ -27,8 +27,9 @@ from .align import SearchResult, _scoring_and_batches, _slices
 from .align import search as _ta_search
 from .batch import SequenceBatch, encode
 from .hamming import hamming_cdist as _hamming_cdist
-from .inputs import check_int
+from .inputs import check_choice, check_int
 from .levenshtein import levenshtein_cdist as _levenshtein_cdist
+from .ops.align import MODES
 
 CANDIDATES = 1 << 22  # query x top_k candidates per all-gather (24 B each per rank): bounds a group
 
@@ -134,6 +135,7 @@ def search(queries, database_shard: SequenceBatch, scoring=None, top_k: int = 10
 
     def local_setup():  # validation and encoding, whose errors every rank must hear of
         setup["k"] = check_int("top_k", top_k, 1)
+        check_choice("mode", mode, MODES)
         sc, (q,), table = _scoring_and_batches(("queries",), (queries,), scoring)
         if not isinstance(database_shard, SequenceBatch):
             raise TypeError(f"database_shard: expected a SequenceBatch (torchalign.distributed.shard(...)), got "
