@@ -26,7 +26,7 @@ _EXTENSIONS = {
 }
 _FIRST_CHAR = {">": "fasta", "@": "fastq", "": "fasta"}  # "": an empty file, no records
 _GZIP_MAGIC = b"\x1f\x8b"
-_SNIFF_CHARS = 4096  # read to tell text from binary: a NUL, or undecodable bytes outside a header
+_SNIFF_CHARS = 4096  # read to tell text from binary: a NUL, or undecodable bytes in a file of lines
 
 
 def is_gzip(path) -> bool:
@@ -55,9 +55,14 @@ def _format(path) -> str | None:
     with _reading(path), _open(path) as handle:
         head = handle.read(_SNIFF_CHARS)
     first = head.lstrip()[:1]
-    if "\0" in head or (first not in ">@" and any(0xDC80 <= ord(c) <= 0xDCFF for c in head)):
-        raise ValueError(f"{path}: not a text file (binary, or compressed other than by gzip); expected FASTA, "
-                         "FASTQ (.gz too) or one sequence per line")
+    if "\0" in head:
+        raise ValueError(f"{path}: not a text file (it holds NUL bytes: binary, or compressed other than by gzip); "
+                         "expected FASTA, FASTQ (.gz too) or one sequence per line")
+    bad = next((c for c in head if 0xDC80 <= ord(c) <= 0xDCFF), None)
+    if bad is not None and first not in (">", "@"):  # (in a header: reported only if in a name)
+        raise ValueError(f"{path}: not UTF-8 text (byte {ord(bad) - 0xDC00:#04x} near the start): binary, or "
+                         "another encoding (convert it to UTF-8)? Expected FASTA, FASTQ (.gz too) or one sequence "
+                         "per line")
     return _EXTENSIONS.get(os.path.splitext(os.fspath(path).lower().removesuffix(".gz"))[1]) or _FIRST_CHAR.get(first)
 
 
