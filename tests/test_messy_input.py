@@ -294,9 +294,10 @@ def test_gpu_rare_residues_and_huge_integers():
         assert h.position.tolist() == list(range(7))
         e = ta.asm_search(ta.encode("ACGTACGT", "dna", "cuda"), ta.encode("CG", "dna", "cuda"), k)
         assert e.end.tolist() == list(range(9))
-    d = ta.levenshtein(ta.encode(["kitten"], "bytes", "cuda"), ta.encode(["sitting"], "bytes", "cuda"), max_distance=2**31)
-    assert d.tolist() == [3]
-    assert ta.kdiff_primers(ta.encode("ACGTACGT", "dna", "cuda"), ta.encode("ACG", "dna", "cuda"), 2**31).tolist() == [0] * 8
+    a, b = ta.encode(["kitten"], "bytes", "cuda"), ta.encode(["sitting"], "bytes", "cuda")
+    assert ta.levenshtein(a, b, max_distance=2**31).tolist() == [3]
+    alpha, beta = ta.encode("ACGTACGT", "dna", "cuda"), ta.encode("ACG", "dna", "cuda")
+    assert ta.kdiff_primers(alpha, beta, 2**31).tolist() == [0] * 8
 
 
 def test_random_related_proteins_still_agree(rng):
@@ -321,7 +322,8 @@ def test_interpreter_kernels_score_rare_residues(monkeypatch, rng):
     for mode in ("local", "global"):
         r = ta.search(qs, db, top_k=2, mode=mode)
         for i, q in enumerate(qs):
-            want = sorted(-aligner[mode].score(t.upper().translate(STAND_IN), q.upper().translate(STAND_IN)) for t in db)
+            q_as = q.upper().translate(STAND_IN)
+            want = sorted(-aligner[mode].score(t.upper().translate(STAND_IN), q_as) for t in db)
             assert r.scores[i].tolist() == [-w for w in want[:2]]
     assert ta.kmismatch_search("ACGTACGT", "CG", 2**40, alphabet="dna").position.tolist() == list(range(7))
     assert ta.asm_search("ACGTACGT", "CG", 2**40, alphabet="dna").end.tolist() == list(range(9))
