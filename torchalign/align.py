@@ -42,8 +42,7 @@ def _scoring_and_batches(names, values, scoring):
     for name, b in zip(names, batches_):
         if b.max_code is not None and b.max_code >= scoring.table.shape[0]:
             symbol = scoring.alphabet.decode(torch.tensor([b.max_code]))
-            raise ValueError(f"{name}: symbol {symbol!r} is not in {scoring.name} (it scores "
-                             f"{scoring.symbols!r}); remove it or pick another matrix")
+            raise ValueError(f"{name}: {scoring.unscored(symbol)}")
     return scoring, batches_, scoring.table.to(batches_[0].device)
 
 
@@ -73,10 +72,12 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     top_k = check_int("top_k", top_k, 1)
     if batch_residues is None:
         scoring, (q, d), table = _scoring_and_batches(("queries", "database"), (queries, database), scoring)
-        return _search(q, d, table, scoring, mode, top_k, check)
+        return _search(q, d, table, scoring, mode, min(top_k, max(1, len(d))), check)  # (k = min(top_k, len(d)))
     batch_residues = check_int("batch_residues", batch_residues, 1)
     scoring, (q,), table = _scoring_and_batches(("queries",), (queries,), scoring)
     _, (d,), _ = _scoring_and_batches(("database",), (database,), scoring)
+    top_k = min(top_k, max(1, len(d)))  # k = min(top_k, database size) either way
+    batch_residues = min(batch_residues, max(1, d.codes.numel()))  # one slice holds it all either way
     best = None
     for start, stop in _slices(d.offsets.cpu(), batch_residues):
         o0, o1 = (int(x) for x in d.offsets[[start, stop]])

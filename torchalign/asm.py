@@ -7,7 +7,8 @@ import torch
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hamming import DEFAULT_MAX_HITS
 from .hits import EditHits
-from .inputs import batches, check_choice, check_int, code_bound, max_length, n_symbols, nucleotide
+from .inputs import (INT64_MAX, at_most_longest, batches, check_choice, check_int, code_bound, max_length,
+                     n_symbols, nucleotide)
 from .ops.asm import ALGORITHMS
 
 
@@ -33,8 +34,9 @@ def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = F
     ([2], [9], [1])
     """
     k = check_int("k", k, 0)
-    max_hits = check_int("max_hits", max_hits, 0)
+    max_hits = min(check_int("max_hits", max_hits, 0), INT64_MAX)  # (a hit count is a tensor size)
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "dna" if both_strands else "bytes")
+    k = at_most_longest(k, p)  # k >= a pattern's length: every end, either way
     complement = None
     if both_strands:
         nucleotide("both_strands", t.alphabet)

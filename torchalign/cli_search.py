@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
-from .io import encode_records, iter_named
+from .io import encode_records, iter_named, require_residues
 from .traceback import MAX_CELLS
 
 GROUP_CELLS = 1 << 36  # query x database cells per search call (the progress bar's step)
@@ -34,6 +34,9 @@ def add_parser(sub, device_help: str):
     s.add_argument("--mismatch", type=int, help="DNA scoring: mismatch score (negative)")
     s.add_argument("--gap-open", type=int, default=11, help="cost of a gap's first residue (default 11)")
     s.add_argument("--gap-extend", type=int, default=1, help="cost of each further residue (default 1)")
+    s.add_argument("--strict-symbols", action="store_true",
+                   help="selenocysteine (U) and pyrrolysine (O) are errors (default: scored as C and X, as NCBI "
+                        "BLAST+ scores them)")
     s.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
                    help="local (Smith-Waterman, default), global (Needleman-Wunsch), semiglobal (whole query)")
     s.add_argument("--top", type=int, default=10, help="hits per query (default 10)")
@@ -52,15 +55,14 @@ def run(args, device: str, usage_error) -> int:
         scoring = ta.Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open,
                              gap_extend=args.gap_extend)
     else:
-        scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend)
+        scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
     with ExitStack() as stack:
         paths = [p or stack.enter_context(resources.as_file(resources.files("torchalign") / "data" / default))
                  for p, default in ((args.queries, "swissprot_queries20.fa"), (args.database, "proteome_HG003687.fa"))]
         (q_names, queries), (d_names, database) = (_read(p, scoring, what) for p, what in zip(paths, ("queries",
                                                                                                       "database")))
     queries, database = queries.to(device), database.to(device)
-    header = COLUMNS + (("cigar",) if args.align else ())
-    sys.stdout.write("#" + "\t".join(header) + "\n")
+    header = "#" + "\t".join(COLUMNS + (("cigar",) if args.align else ())) + "\n"  # written with the first hits
     n_db = int(database.codes.numel())
     q_lens = queries.lengths.tolist()
     cells, searching, aligning = 0, 0.0, 0.0
@@ -82,8 +84,9 @@ def run(args, device: str, usage_error) -> int:
                        a.target_start, a.target_end] + ([a.cigar or "*"] if args.align else [])
                 lines.append("\t".join(map(str, row)) + "\n")
             with tqdm.external_write_mode(file=sys.stdout):
-                sys.stdout.write("".join(lines))
+                sys.stdout.write(header + "".join(lines))
                 sys.stdout.flush()
+            header = ""
             done = sum(q_lens[q0:q1]) * n_db
             cells += done
             bar.update(done)
@@ -96,9 +99,9 @@ def run(args, device: str, usage_error) -> int:
 
 
 def _read(path, scoring, what):
-    names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}")
-    if not names:
-        raise ValueError(f"{what}: no sequences in {path}")
+    """Every record encoded and checked against the matrix, before anything is printed."""
+    names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}", scoring)
+    require_residues(f"{what} {path}", names, batch)
     return names, batch
 
 

@@ -6,7 +6,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hits import Hits
-from .inputs import batches, check_int, code_bound, max_length, n_symbols, nucleotide
+from .inputs import INT64_MAX, at_most_longest, batches, check_int, code_bound, max_length, n_symbols, nucleotide
 
 DEFAULT_MAX_HITS = 1 << 24
 
@@ -83,9 +83,10 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     ([0, 5, 9], [0, 1, 0])
     """
     k = check_int("k", k, 0)
-    max_hits = check_int("max_hits", max_hits, 0)
+    max_hits = min(check_int("max_hits", max_hits, 0), INT64_MAX)  # (a hit count is a tensor size)
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet,
                    "dna" if (iupac or both_strands) else "bytes")
+    k = at_most_longest(k, p)  # k >= a pattern's length: every window, either way
     complement = None  # host copy: the bound below must not read the device
     if both_strands:
         nucleotide("both_strands", t.alphabet)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import batches, check_choice, check_int, code_bound, max_length, n_symbols
+from .inputs import at_most_longest, batches, check_choice, check_int, code_bound, max_length, n_symbols
 from .ops.levenshtein import ALGORITHMS
 
 
@@ -34,7 +34,7 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
         raise ValueError(f"levenshtein: a has {len(a)} sequences and b has {len(b)}; pass equal counts "
                          "(or use levenshtein_cdist for all pairs)")
     return torch.ops.torchalign.levenshtein(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
-                                            _max_distance(max_distance), *_hints(a, b), check_choice("algorithm", algorithm, ALGORITHMS),
+                                            _max_distance(max_distance, a, b), *_hints(a, b), check_choice("algorithm", algorithm, ALGORITHMS),
                                             check)
 
 
@@ -51,12 +51,16 @@ def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, a
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
     return torch.ops.torchalign.levenshtein_cdist(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
-                                                  _max_distance(max_distance), *_hints(a, b),
+                                                  _max_distance(max_distance, a, b), *_hints(a, b),
                                                   check_choice("algorithm", algorithm, ALGORITHMS), check)
 
 
-def _max_distance(max_distance) -> int:
-    return -1 if max_distance is None else check_int("max_distance", max_distance, 0)
+def _max_distance(max_distance, a, b) -> int:
+    if max_distance is None:
+        return -1
+    d = check_int("max_distance", max_distance, 0)
+    # no distance passes the longer sequence's length: a larger cap changes nothing
+    return max(at_most_longest(d, a), at_most_longest(d, b))
 
 
 def _hints(a, b) -> tuple[int, int, int]:
