@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -9,7 +10,7 @@ import torch
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .batch import SequenceBatch
 from .inputs import batches, check_choice, check_int, max_length
-from .ops.align import MODES
+from .ops.align import MODES, table_top
 from .scoring import Scoring
 
 
@@ -44,7 +45,24 @@ def _scoring_and_batches(names, values, scoring):
             symbol = scoring.alphabet.decode(torch.tensor([b.max_code]))
             raise ValueError(f"{name}: symbol {symbol!r} is not in {scoring.name} (it scores "
                              f"{scoring.symbols!r}); remove it or pick another matrix")
-    return scoring, batches_, scoring.table.to(batches_[0].device)
+    return scoring, batches_, _table_on(scoring, batches_[0].device)[0]
+
+
+_TABLES: "weakref.WeakKeyDictionary[Scoring, dict]" = weakref.WeakKeyDictionary()
+
+
+def _table_on(scoring: Scoring, device: torch.device) -> tuple[torch.Tensor, int]:
+    """scoring.table on ``device`` and its largest |entry|, found once per table and device
+    (a copy from host memory in every call would sync, and a CUDA graph cannot hold one);
+    a new or changed table is copied again. (-1 for the bound inside torch.compile.)"""
+    table = scoring.table
+    if torch.compiler.is_compiling():  # traced into the graph; the op finds the bound itself
+        return table.to(device), -1
+    per_device = _TABLES.setdefault(scoring, {})
+    cached = per_device.get(device)
+    if cached is None or cached[0] is not table or cached[1] != table._version:
+        cached = per_device[device] = (table, table._version, table.to(device), table_top(table))
+    return cached[2], cached[3]
 
 
 def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *, mode: str = "local",
@@ -136,7 +154,8 @@ def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "l
         raise ValueError(f"align_score: queries has {len(q)} sequences and targets {len(t)}; pass equal counts "
                          "(ta.search compares every query with every target)")
     out = torch.ops.torchalign.align_score(q.codes, q.offsets, t.codes, t.offsets, table, scoring.gap_open,
-                                           scoring.gap_extend, mode, max_length(q), max_length(t), check)
+                                           scoring.gap_extend, mode, max_length(q), max_length(t), check,
+                                           _table_on(scoring, table.device)[1])
     return Scores(*out)
 
 
