@@ -81,6 +81,15 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     copied to the queries' device in turn and merged into the same top_k; the database
     may then live anywhere (a pinned host copy larger than GPU memory streams through).
 
+    Memory beside the database (CUDA), bounded by budgets in ``torchalign.ops.align``
+    and ``torchalign_kernels.align``: local mode holds the packed copy (1 B per residue
+    and the padding of length-sorted chunks of 64), the scan's scratch (4 B per packed
+    residue for each of 4 streams, at most 1 GiB each: a longer database is scanned in
+    slices) and ~40 B per query x sequence pair of a step of 16 M pairs; global and
+    semiglobal modes ~150 B per pair of a step of 4 M pairs (one query at least) and
+    align_score's scratch (at most 512 MiB per kernel). 20 queries against 570,000
+    sequences (200 M residues) need ~1.7 GB beside the database in global mode.
+
     >>> import torchalign as ta
     >>> db = ["MKVLAAGIW", "GGGGHEAGAWGHEEGG", "PAWHEAE"]
     >>> r = ta.search(["HEAGAWGHEE"], db, top_k=2)
@@ -142,6 +151,15 @@ def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "l
     nothing, as edlib's HW mode). ``scoring``: a ta.Scoring (default BLOSUM62, gaps
     11 / 1); plain strings are encoded with its alphabet, and a symbol it lacks raises.
     Any lengths; every cell stays exact (a pair whose scores could pass 2^29 raises).
+
+    Memory beside the output (CUDA): ~100 B per pair (lengths, sort keys, the sorted
+    pairs and their outputs) and scratch of 8 B per target residue of each pair, run in
+    launches of at most 512 MiB of it per kernel (``torchalign_kernels.align.
+    SCRATCH_BYTES``; a larger pair gets a launch of its own). ``check=False`` with
+    encode's length hints reads nothing back from the device (CUDA graphs): the launches
+    are sized from the longest query and target alone, and once a target reaches 1,024
+    residues every pair runs one per program (fast for long pairs, slower for a batch
+    mixing them with short ones: check=True sizes the launches from the lengths).
 
     >>> import torchalign as ta
     >>> s = ta.align_score(["HEAGAWGHEE", "HEAGAWGHEE"], ["PAWHEAE", "PAWHEAE"], mode="local")
