@@ -27,6 +27,10 @@ def kdiff_primers(alpha, beta, k: int, *, alphabet=None, check: bool = True) -> 
     exactly k. Once a start gets 0, so does every later start of that sequence.
     Alphabets that differ raise ValueError.
 
+    Memory beside the output (CUDA): ~30 B per residue of alpha (positions, bounds, the
+    starts left), its match bits (codes / 8 B per residue; ~40 B per residue while
+    built) and the band's column state, at most 256 MiB per launch.
+
     >>> import torchalign as ta
     >>> ta.kdiff_primers("ACTG", "AGCAAG", k=2).tolist()
     [3, 3, 0, 0]

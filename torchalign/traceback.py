@@ -92,7 +92,7 @@ def traceback(queries, targets, scoring: Scoring | None = None, mode: str = "loc
     it; CPU, interpreter and GPU give the same path. Memory: one byte per DP cell of the
     rectangle (query_end + 1) x (target_end + 1) of each pair, all pairs at once;
     more than ``max_cells`` cells raise (pass fewer pairs per call, or cut the target
-    to the hit's region).
+    to the hit's region); beside it align_score's, and 28 B per query row of each pair.
 
     >>> import torchalign as ta
     >>> a = ta.traceback(["HEAGAWGHEE"], ["PAWHEAE"], mode="local")[0]

@@ -236,25 +236,32 @@ def n_words(longest: int) -> int:
     return max(1, triton.cdiv(longest, 64))
 
 
+MASK_ROWS = 1 << 21  # pattern rows placed per step of match_masks (~50 B of temporaries each)
+
+
 def match_masks(codes, starts, lens, n_sym: int, words: int, reverse: bool = False) -> torch.Tensor:
     """int64 [n, n_sym, words]: bit i of word w is set where pattern position 64 w + i
     (counted from the pattern's end with ``reverse``) holds the code; codes >= n_sym and
-    positions past ``words`` x 64 set nothing. O(total pattern length)."""
+    positions past ``words`` x 64 set nothing. Reads nothing back from the device (CUDA
+    graphs): every pattern's words x 64 rows are visited, in steps of MASK_ROWS rows."""
     n = lens.numel()
     dev = codes.device
     peq = torch.zeros(n * n_sym * words, dtype=torch.int64, device=dev)
-    total = int(lens.sum()) if n else 0
-    if total:
-        who = torch.repeat_interleave(torch.arange(n, device=dev), lens, output_size=total)
-        first = torch.cumsum(lens, 0) - lens
-        j = torch.arange(total, device=dev) - first[who]
-        c = codes[starts[who] + j].to(torch.int64)
-        row = lens[who] - 1 - j if reverse else j
-        use = (c < n_sym) & (row < words * 64)
-        bit = row % 64
-        value = torch.where(bit == 63, torch.full_like(bit, -(1 << 63)), torch.ones_like(bit) << bit)
-        idx = (who * n_sym + c.clamp(max=n_sym - 1)) * words + row // 64
-        peq.index_add_(0, idx[use], value[use])  # distinct bits: the sum is the OR
+    if n == 0 or codes.numel() == 0:
+        return peq.reshape(n, n_sym, words)
+    row = torch.arange(words * 64, device=dev)
+    bit = row % 64
+    value = torch.where(bit == 63, torch.full_like(bit, -(1 << 63)), torch.ones_like(bit) << bit)
+    per = max(1, MASK_ROWS // (words * 64))
+    for p0 in range(0, n, per):
+        p1 = min(n, p0 + per)
+        length = lens[p0:p1, None]
+        j = length - 1 - row if reverse else row[None, :]  # the pattern position of each row
+        at = (starts[p0:p1, None] + j).clamp(0, codes.numel() - 1)
+        c = codes[at].to(torch.int64)
+        use = (row < length) & (c < n_sym)
+        idx = (torch.arange(p0, p1, device=dev)[:, None] * n_sym + c.clamp(max=n_sym - 1)) * words + row // 64
+        peq.index_add_(0, idx.reshape(-1), torch.where(use, value, 0).reshape(-1))  # distinct bits: the sum is the OR
     return peq.reshape(n, n_sym, words)
 
 
