@@ -12,6 +12,8 @@ from tqdm import tqdm
 
 import torchalign as ta
 
+from . import cli_distributed
+from .batch import _longest, _offsets
 from .io import encode_records, iter_named, require_residues
 from .traceback import MAX_CELLS
 
@@ -56,22 +58,27 @@ def run(args, device: str, usage_error) -> int:
                              gap_extend=args.gap_extend)
     else:
         scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
-    with ExitStack() as stack:
-        paths = [p or stack.enter_context(resources.as_file(resources.files("torchalign") / "data" / default))
-                 for p, default in ((args.queries, "swissprot_queries20.fa"), (args.database, "proteome_HG003687.fa"))]
-        (q_names, queries), (d_names, database) = (_read(p, scoring, what) for p, what in zip(paths, ("queries",
-                                                                                                      "database")))
+    if cli_distributed.launched():  # under torchrun: each rank reads the files and searches its shard, rank 0 writes
+        return cli_distributed.run(args, scoring, device, lambda: _read_files(args, scoring))
+    (q_names, queries), (d_names, database) = _read_files(args, scoring)
     queries, database = queries.to(device), database.to(device)
+    return _report(args, scoring, device, q_names, queries, d_names, database,
+                   lambda group: ta.search(group, database, scoring, args.top, mode=args.mode))
+
+
+def _report(args, scoring, device, q_names, queries, d_names, database, search) -> int:
+    """The queries searched in groups (``search(group)`` -> SearchResult), the hits aligned
+    and written as TSV, the summary on stderr."""
     header = "#" + "\t".join(COLUMNS + (("cigar",) if args.align else ())) + "\n"  # written with the first hits
     n_db = int(database.codes.numel())
     q_lens = queries.lengths.tolist()
     cells, searching, aligning = 0, 0.0, 0.0
     with tqdm(total=sum(q_lens) * n_db, unit="cell", unit_scale=True, file=sys.stderr,
               disable=None if len(q_lens) > 1 else True) as bar:
-        for q0, q1 in _runs([n * n_db for n in q_lens], GROUP_CELLS):
+        for q0, q1 in _groups(q_lens, n_db):
             group = ta.SequenceBatch.from_codes([queries[i] for i in range(q0, q1)], queries.alphabet)
             t0 = time.perf_counter()
-            r = ta.search(group, database, scoring, args.top, mode=args.mode)
+            r = search(group)
             indices = r.indices.cpu()  # waits for the search
             t1 = time.perf_counter()
             pair_q = torch.arange(q1 - q0, device=device).repeat_interleave(indices.shape[1])
@@ -98,11 +105,24 @@ def run(args, device: str, usage_error) -> int:
     return 0
 
 
+def _read_files(args, scoring):
+    """((query names, queries), (database names, database)) from the files given, else the bundled ones."""
+    with ExitStack() as stack:
+        paths = [p or stack.enter_context(resources.as_file(resources.files("torchalign") / "data" / default))
+                 for p, default in ((args.queries, "swissprot_queries20.fa"), (args.database, "proteome_HG003687.fa"))]
+        return [_read(p, scoring, what) for p, what in zip(paths, ("queries", "database"))]
+
+
 def _read(path, scoring, what):
     """Every record encoded and checked against the matrix, before anything is printed."""
     names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}", scoring)
     require_residues(f"{what} {path}", names, batch)
     return names, batch
+
+
+def _groups(q_lens, n_db):
+    """(q0, q1) query ranges of one search call each: GROUP_CELLS cells at most (a larger query alone)."""
+    return _runs([n * n_db for n in q_lens], GROUP_CELLS)
 
 
 def _runs(sizes, budget):
@@ -119,10 +139,25 @@ def _runs(sizes, budget):
 
 
 def _alignments(queries, database, scoring, mode, pair_q, pair_t, q_ends, t_ends):
-    """ta.traceback of the hits, in calls of at most MAX_CELLS DP cells (a larger hit alone)."""
+    """ta.traceback of the hits, in calls of at most MAX_CELLS DP cells (a larger hit alone),
+    against a batch of the hit targets alone, on the queries' device (the database may be a
+    host copy: sharded runs keep only a part of it on each GPU)."""
+    database, pair_t = _subset(database, pair_t, queries.device)
     rect = ((q_ends + 1) * (t_ends + 1)).tolist()
     out = []
     for p0, p1 in _runs(rect, MAX_CELLS):
         out += ta.traceback(queries, database, scoring, mode, pairs=(pair_q[p0:p1], pair_t[p0:p1]),
                             max_cells=max(sum(rect[p0:p1]), MAX_CELLS))
     return out
+
+
+def _subset(batch, indices, device):
+    """(the sequences ``indices`` of ``batch``, each once, on ``device``; their positions in it)."""
+    picked, inverse = torch.unique(indices.to(batch.device), return_inverse=True)
+    lengths = batch.lengths[picked]
+    offsets = _offsets(lengths)
+    total = int(offsets[-1])
+    at = torch.repeat_interleave(batch.offsets[picked] - offsets[:-1], lengths, output_size=total)
+    codes = batch.codes[at + torch.arange(total, device=batch.device)]
+    part = ta.SequenceBatch(codes, offsets, batch.alphabet, batch.max_code, _longest(lengths))
+    return part.to(device), inverse.to(device)
