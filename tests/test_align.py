@@ -66,7 +66,7 @@ def test_scoring_object():
     sc = ta.Scoring()
     assert (sc.name, sc.gap_open, sc.gap_extend, sc.alphabet.name) == ("BLOSUM62", 11, 1, "protein")
     assert sc.score("W", "W") == 11 and sc.score("A", "R") == -1 and sc.gap_cost(1) == 11 and sc.gap_cost(4) == 14
-    assert sc.symbols == "ARNDCQEGHILKMFPSTWYVBZX*"
+    assert sc.symbols == "ARNDCQEGHILKMFPSTWYVBZX*UO"  # U and O scored as C and X (tests/test_messy_input.py)
     custom = ta.Scoring(torch.tensor([[1, -1], [-1, 1]]), 2, 1, alphabet="dna")
     assert ta.align_score("AAC", "AC", custom, "global").score.item() == 0
     assert "BLOSUM62" in repr(sc)
@@ -74,7 +74,7 @@ def test_scoring_object():
 
 def test_errors():
     with pytest.raises(ValueError, match="symbol 'U' is not in BLOSUM62"):
-        ta.align_score(["MKU"], ["MK"])
+        ta.align_score(["MKU"], ["MK"], ta.Scoring(strict_symbols=True))
     with pytest.raises(ValueError, match="gap_extend: 3 is more than gap_open 2"):
         ta.Scoring(gap_open=2, gap_extend=3)
     with pytest.raises(ValueError, match="gap_open: must be >= 0"):
@@ -103,7 +103,7 @@ def test_errors():
     # hand-built codes out of the matrix's range: the op's value check
     bad = ta.SequenceBatch(torch.tensor([24], dtype=torch.uint8), torch.tensor([0, 1]), ta.PROTEIN)
     with pytest.raises(ValueError, match=r"queries: codes must lie in \[0, 24\)"):
-        ta.align_score(bad, ["A"])
+        ta.align_score(bad, ["A"], ta.Scoring(strict_symbols=True))  # (strict: no U, O rows)
 
 
 def test_wrappers():
@@ -128,6 +128,6 @@ def test_search_errors():
     with pytest.raises(ValueError, match="top_k: must be >= 1"):
         ta.search(["MKV"], ["MKV"], top_k=0)
     with pytest.raises(ValueError, match="database: symbol 'U' is not in BLOSUM62"):
-        ta.search(["MKV"], ["MKUV"])
+        ta.search(["MKV"], ["MKUV"], ta.Scoring(strict_symbols=True))
     empty = ta.search(["MKV", "W"], [], top_k=3)
     assert empty.scores.shape == (2, 0) and empty.indices.dtype == torch.int64

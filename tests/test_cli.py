@@ -190,8 +190,10 @@ def test_grep_edits_against_brute_force(tmp_path, capsys, seed):
 
 def test_grep_empty_file(tmp_path, capsys):
     path = tmp_path / "none.fa"
-    path.write_text("")
-    assert grep(capsys, "ACGT", path)[0] == []
+    path.write_text("")  # an empty input is an error, as in every subcommand (tests/test_cli_errors.py)
+    assert main(["grep", "ACGT", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "none.fa: holds no records" in err
 
 
 @pytest.mark.parametrize("args, message", [

@@ -131,7 +131,7 @@ def test_bad_files(tmp_path, capsys):
     empty = tmp_path / "empty.fa"
     empty.write_text("")
     code, _, err = run(capsys, q, empty, "--device", "cpu")
-    assert code == 2 and "database: no sequences in" in err
+    assert code == 2 and f"database {empty}: holds no records" in err
     bad = write_fasta(tmp_path / "bad.fa", [("b", "HEA#GAW")])
     code, _, err = run(capsys, bad, q, "--device", "cpu")
     assert code == 2 and "queries" in err and "bad.fa" in err

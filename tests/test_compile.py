@@ -17,7 +17,7 @@ from torchalign_kernels import (align, align_scan, align_wave, asm_rows, levensh
 MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
                   lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
                   n_sym="i32", k="i32", q0="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32",
-                  out4_ptr="*i64", out_stride="i32", counter_ptr="*i64", capacity="i32")
+                  out4_ptr="*i64", out_stride="i32", counter_ptr="*i64", capacity="i32", q_first="i32")
 
 
 def compile_for_hopper(fn, types: dict, constants: dict):

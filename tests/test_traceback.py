@@ -95,7 +95,7 @@ def test_errors():
     with pytest.raises(ValueError, match="queries has 2 sequences and targets 1"):
         ta.traceback(["A", "C"], ["A"])
     with pytest.raises(ValueError, match="symbol 'U' is not in BLOSUM62"):
-        ta.traceback(["MKU"], ["MK"])
+        ta.traceback(["MKU"], ["MK"], ta.Scoring(strict_symbols=True))
     with pytest.raises(ValueError, match=r"traceback: the pairs need 92 DP cells \(1 byte each\), more than "
                                          r"max_cells=50; pass fewer pairs"):
         ta.traceback(["MKVLAWG", "W"], ["MKVLAWGHEE", "W"], mode="global", max_cells=50)
@@ -111,7 +111,7 @@ def test_errors():
         ta.traceback(["MKV"], ["MKV"], max_cells=1.5)
     bad = ta.SequenceBatch(torch.tensor([24], dtype=torch.uint8), torch.tensor([0, 1]), ta.PROTEIN)
     with pytest.raises(ValueError, match=r"queries: codes must lie in \[0, 24\)"):
-        ta.traceback(bad, ["A"])
+        ta.traceback(bad, ["A"], ta.Scoring(strict_symbols=True))  # (strict: no U, O rows)
 
 
 # --- interpreter tier: TRITON_INTERPRET=1 pytest -m interpret tests/test_traceback.py ---

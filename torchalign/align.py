@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -9,7 +10,7 @@ import torch
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .batch import SequenceBatch
 from .inputs import batches, check_choice, check_int, max_length
-from .ops.align import MODES
+from .ops.align import MODES, table_top
 from .scoring import Scoring
 
 
@@ -42,9 +43,25 @@ def _scoring_and_batches(names, values, scoring):
     for name, b in zip(names, batches_):
         if b.max_code is not None and b.max_code >= scoring.table.shape[0]:
             symbol = scoring.alphabet.decode(torch.tensor([b.max_code]))
-            raise ValueError(f"{name}: symbol {symbol!r} is not in {scoring.name} (it scores "
-                             f"{scoring.symbols!r}); remove it or pick another matrix")
-    return scoring, batches_, scoring.table.to(batches_[0].device)
+            raise ValueError(f"{name}: {scoring.unscored(symbol)}")
+    return scoring, batches_, _table_on(scoring, batches_[0].device)[0]
+
+
+_TABLES: "weakref.WeakKeyDictionary[Scoring, dict]" = weakref.WeakKeyDictionary()
+
+
+def _table_on(scoring: Scoring, device: torch.device) -> tuple[torch.Tensor, int]:
+    """scoring.table on ``device`` and its largest |entry|, found once per table and device
+    (a copy from host memory in every call would sync, and a CUDA graph cannot hold one);
+    a new or changed table is copied again. (-1 for the bound inside torch.compile.)"""
+    table = scoring.table
+    if torch.compiler.is_compiling():  # traced into the graph; the op finds the bound itself
+        return table.to(device), -1
+    per_device = _TABLES.setdefault(scoring, {})
+    cached = per_device.get(device)
+    if cached is None or cached[0] is not table or cached[1] != table._version:
+        cached = per_device[device] = (table, table._version, table.to(device), table_top(table))
+    return cached[2], cached[3]
 
 
 def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *, mode: str = "local",
@@ -63,6 +80,15 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     copied to the queries' device in turn and merged into the same top_k; the database
     may then live anywhere (a pinned host copy larger than GPU memory streams through).
 
+    Memory beside the database (CUDA), bounded by budgets in ``torchalign.ops.align``
+    and ``torchalign_kernels.align``: local mode holds the packed copy (1 B per residue
+    and the padding of length-sorted chunks of 64), the scan's scratch (4 B per packed
+    residue for each of 4 streams, at most 1 GiB each: a longer database is scanned in
+    slices) and ~40 B per query x sequence pair of a step of 16 M pairs; global and
+    semiglobal modes ~150 B per pair of a step of 4 M pairs (one query at least) and
+    align_score's scratch (at most 512 MiB per kernel). 20 queries against 570,000
+    sequences (200 M residues) need ~1.7 GB beside the database in global mode.
+
     >>> import torchalign as ta
     >>> db = ["MKVLAAGIW", "GGGGHEAGAWGHEEGG", "PAWHEAE"]
     >>> r = ta.search(["HEAGAWGHEE"], db, top_k=2)
@@ -73,10 +99,12 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     top_k = check_int("top_k", top_k, 1)
     if batch_residues is None:
         scoring, (q, d), table = _scoring_and_batches(("queries", "database"), (queries, database), scoring)
-        return _search(q, d, table, scoring, mode, top_k, check)
+        return _search(q, d, table, scoring, mode, min(top_k, max(1, len(d))), check)  # (k = min(top_k, len(d)))
     batch_residues = check_int("batch_residues", batch_residues, 1)
     scoring, (q,), table = _scoring_and_batches(("queries",), (queries,), scoring)
     _, (d,), _ = _scoring_and_batches(("database",), (database,), scoring)
+    top_k = min(top_k, max(1, len(d)))  # k = min(top_k, database size) either way
+    batch_residues = min(batch_residues, max(1, d.codes.numel()))  # one slice holds it all either way
     best = None
     for start, stop in _slices(d.offsets.cpu(), batch_residues):
         o0, o1 = (int(x) for x in d.offsets[[start, stop]])
@@ -125,6 +153,15 @@ def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "l
     11 / 1); plain strings are encoded with its alphabet, and a symbol it lacks raises.
     Any lengths; every cell stays exact (a pair whose scores could pass 2^29 raises).
 
+    Memory beside the output (CUDA): ~100 B per pair (lengths, sort keys, the sorted
+    pairs and their outputs) and scratch of 8 B per target residue of each pair, run in
+    launches of at most 512 MiB of it per kernel (``torchalign_kernels.align.
+    SCRATCH_BYTES``; a larger pair gets a launch of its own). ``check=False`` with
+    encode's length hints reads nothing back from the device (CUDA graphs): the launches
+    are sized from the longest query and target alone, and once a target reaches 1,024
+    residues every pair runs one per program (fast for long pairs, slower for a batch
+    mixing them with short ones: check=True sizes the launches from the lengths).
+
     >>> import torchalign as ta
     >>> s = ta.align_score(["HEAGAWGHEE", "HEAGAWGHEE"], ["PAWHEAE", "PAWHEAE"], mode="local")
     >>> s.score.tolist(), s.query_end.tolist(), s.target_end.tolist()
@@ -136,7 +173,8 @@ def align_score(queries, targets, scoring: Scoring | None = None, mode: str = "l
         raise ValueError(f"align_score: queries has {len(q)} sequences and targets {len(t)}; pass equal counts "
                          "(ta.search compares every query with every target)")
     out = torch.ops.torchalign.align_score(q.codes, q.offsets, t.codes, t.offsets, table, scoring.gap_open,
-                                           scoring.gap_extend, mode, max_length(q), max_length(t), check)
+                                           scoring.gap_extend, mode, max_length(q), max_length(t), check,
+                                           _table_on(scoring, table.device)[1])
     return Scores(*out)
 
 

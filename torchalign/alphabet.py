@@ -79,15 +79,17 @@ class Alphabet:
     def encode_str(self, seq: str | bytes, what: str = "sequence") -> torch.Tensor:
         """Codes of one sequence as a CPU tensor; ValueError names the first bad symbol."""
         if self.name == "unicode":  # int32 code points: character-level distances (CER)
-            text = seq if isinstance(seq, str) else bytes(seq).decode("utf-8")
-            return torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.int32))
+            text = seq if isinstance(seq, str) else _utf8(bytes(seq), what)
+            return torch.from_numpy(np.frombuffer(_encode(text, "utf-32-le", what), dtype="<u4").astype(np.int32))
         if isinstance(seq, str):
             if self.name == "bytes":
-                raw = seq.encode("utf-8")  # bytes alphabet: compare UTF-8 bytes
+                raw = _encode(seq, "utf-8", what)  # bytes alphabet: compare UTF-8 bytes
             else:
                 if not seq.isascii():
-                    bad = next(c for c in seq if ord(c) > 127)
-                    raise ValueError(f"{what}: symbol {bad!r} is not in the {self.name} alphabet")
+                    i = next(i for i, c in enumerate(seq) if ord(c) > 127)
+                    _encode(seq[: i + 1], "utf-8", what)  # a lone surrogate: not text at all
+                    raise ValueError(f"{what}: symbol {seq[i]!r} at position {i} is not in the {self.name} "
+                                     f"alphabet ({self.symbols}); clean the input or pick another alphabet")
                 raw = seq.encode("ascii")
         else:
             raw = bytes(seq)
@@ -130,6 +132,28 @@ class Alphabet:
         syms = self.symbols.replace("U", "T")
         sets = [set(_IUPAC_SETS[s]) for s in syms]
         return torch.tensor([[int(t <= p) for t in sets] for p in sets], dtype=torch.uint8)
+
+
+def _encode(text: str, codec: str, what: str) -> bytes:
+    """text.encode(codec); a lone surrogate (no character: text decoded wrongly, or a file's
+    non-UTF-8 byte kept by surrogateescape) raises ValueError naming where it is."""
+    try:
+        return text.encode(codec)
+    except UnicodeEncodeError as e:
+        c = text[e.start]
+        found = (f"byte {ord(c) - 0xDC00:#04x}, which is not UTF-8" if 0xDC80 <= ord(c) <= 0xDCFF
+                 else f"{c!r}, a lone surrogate (no character)")
+        raise ValueError(f"{what}: position {e.start} holds {found}; decode the text correctly (a file: "
+                         "convert it to UTF-8), or pass bytes") from None
+
+
+def _utf8(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{what}: byte {raw[e.start]:#04x} at position {e.start} is not UTF-8; the unicode "
+                         "alphabet takes str or UTF-8 bytes: decode with the text's codec, or use "
+                         "alphabet='bytes'") from None
 
 
 _TABLES: dict = {}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -18,11 +19,15 @@ import torchalign as ta
 
 from . import cli_search
 from .hamming import DEFAULT_MAX_HITS
-from .io import iter_batches, iter_named, read_sequences
+from .io import encode_records, iter_batches, iter_named, read_sequences, require_residues
 
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
 PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
 DIST_CHUNK_CELLS = 1 << 22  # distance-matrix entries per call of levenshtein_cdist
+# The CPU paths run long chains of small torch ops; measured on a shared 2-core machine,
+# torch's default of one thread per core made `search --device cpu` 10x slower than one
+# thread (and grep 1.2x): --threads raises it where cores are idle.
+DEFAULT_THREADS = 1
 
 
 class UsageError(Exception):
@@ -41,6 +46,9 @@ def main(argv=None) -> int:
     except SystemExit as e:  # --help, or argparse's own usage errors
         return e.code
     try:
+        if args.threads < 1:
+            raise UsageError(f"--threads must be >= 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
         return args.run(args)
     except BrokenPipeError:  # stdout closed early (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -98,6 +106,10 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--min-length", type=int, default=0, help="print only regions at least this long")
     p.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when available")
     p.set_defaults(command="primers", run=_primers)
+    for command in sub.choices.values():
+        command.add_argument("--threads", type=int, default=DEFAULT_THREADS,
+                             help=f"CPU threads (default {DEFAULT_THREADS}: the CPU work is many small steps, which "
+                                  "more threads slow down unless cores sit idle)")
     return parser, sub.choices
 
 
@@ -134,7 +146,7 @@ def _search_file(path, names, patterns, device, args) -> tuple[int, int, int]:
     n_hits = n_records = n_residues = 0
     large = os.path.getsize(path) > PROGRESS_MIN_BYTES
     with tqdm(unit="bp", unit_scale=True, file=sys.stderr, disable=None if large else True) as bar:
-        for records, texts in iter_batches(path, "dna", max_residues=CHUNK_RESIDUES):
+        for records, texts in _checked_chunks(path):
             budget = args.max_hits - n_hits
             try:
                 if args.edits:
@@ -158,8 +170,21 @@ def _search_file(path, names, patterns, device, args) -> tuple[int, int, int]:
             n_records += len(texts)
             n_residues += texts.codes.numel()
             bar.update(texts.codes.numel())
-    sys.stdout.write(header)  # still unwritten when there were no records
     return n_hits, n_records, n_residues
+
+
+def _checked_chunks(path):
+    """iter_batches of the file, every record checked before the first chunk is searched
+    (so no bad record follows printed hits): a file of one chunk is read whole first, a
+    larger one is read through once more."""
+    chunks = iter_batches(path, "dna", max_residues=CHUNK_RESIDUES)
+    head = list(itertools.islice(chunks, 2))
+    if len(head) > 1:  # (more than one chunk: there are residues)
+        for _ in iter_batches(path, "dna", max_residues=CHUNK_RESIDUES):
+            pass
+    else:
+        require_residues(path, *(head[0] if head else ([], ta.SequenceBatch.from_codes([], "dna"))))
+    return itertools.chain(head, chunks)
 
 
 def _dist(args) -> int:
@@ -168,18 +193,20 @@ def _dist(args) -> int:
     device = _device(args.device)
     sides = []
     for path in (args.a, args.b):
-        names, seqs = zip(*iter_named(path)) if os.path.getsize(path) else ((), ())
-        sides.append((list(names), ta.encode(list(seqs), args.alphabet)))
+        names, batch = encode_records(iter_named(path), args.alphabet, path)
+        require_residues(path, names, batch)
+        sides.append((names, batch))
     (names_a, a), (names_b, b) = sides
     b = b.to(device)
-    sys.stdout.write("\t".join(["#"] + names_b) + "\n")
+    header = "\t".join(["#"] + names_b) + "\n"  # written with the first rows: an error comes before any output
     rows = max(1, DIST_CHUNK_CELLS // max(1, len(names_b)))
     with tqdm(total=len(names_a), unit="rows", file=sys.stderr, disable=None if len(names_a) > rows else True) as bar:
         for r0 in range(0, len(names_a), rows):
             chunk = ta.SequenceBatch.from_codes([a[i] for i in range(r0, min(r0 + rows, len(names_a)))], a.alphabet)
             d = ta.levenshtein_cdist(chunk.to(device), b, max_distance=args.max_distance).cpu().tolist()
-            sys.stdout.write("".join("\t".join([names_a[r0 + i]] + [str(x) for x in row]) + "\n"
-                                     for i, row in enumerate(d)))
+            sys.stdout.write(header + "".join("\t".join([names_a[r0 + i]] + [str(x) for x in row]) + "\n"
+                                              for i, row in enumerate(d)))
+            header = ""
             bar.update(len(d))
     return 0
 
@@ -191,12 +218,12 @@ def _primers(args) -> int:
         raise UsageError(f"--min-length must be >= 0, got {args.min_length}")
     device = _device(args.device)
     names, alpha = read_sequences(args.alpha, "dna")
+    require_residues(args.alpha, names, alpha)
     beta_names, beta = read_sequences(args.beta, "dna")
-    if not beta_names:
-        raise UsageError(f"{args.beta}: holds no records")
+    require_residues(args.beta, beta_names, beta)
     start = time.perf_counter()
     lengths = ta.kdiff_primers(alpha.to(device), beta.to(device), args.k).cpu()
-    keep = (lengths > 0) & (lengths >= args.min_length)
+    keep = (lengths > 0) & (lengths >= min(args.min_length, alpha.max_length + 1))  # (lengths are int32)
     at = torch.nonzero(keep).flatten()
     record = torch.searchsorted(alpha.offsets, at, right=True) - 1
     text = alpha.alphabet.decode(alpha.codes)

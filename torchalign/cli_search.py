@@ -14,7 +14,7 @@ import torchalign as ta
 
 from . import cli_distributed
 from .batch import _longest, _offsets
-from .io import encode_records, iter_named
+from .io import encode_records, iter_named, require_residues
 from .traceback import MAX_CELLS
 
 GROUP_CELLS = 1 << 36  # query x database cells per search call (the progress bar's step)
@@ -36,6 +36,9 @@ def add_parser(sub, device_help: str):
     s.add_argument("--mismatch", type=int, help="DNA scoring: mismatch score (negative)")
     s.add_argument("--gap-open", type=int, default=11, help="cost of a gap's first residue (default 11)")
     s.add_argument("--gap-extend", type=int, default=1, help="cost of each further residue (default 1)")
+    s.add_argument("--strict-symbols", action="store_true",
+                   help="selenocysteine (U) and pyrrolysine (O) are errors (default: scored as C and X, as NCBI "
+                        "BLAST+ scores them)")
     s.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
                    help="local (Smith-Waterman, default), global (Needleman-Wunsch), semiglobal (whole query)")
     s.add_argument("--top", type=int, default=10, help="hits per query (default 10)")
@@ -54,7 +57,7 @@ def run(args, device: str, usage_error) -> int:
         scoring = ta.Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open,
                              gap_extend=args.gap_extend)
     else:
-        scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend)
+        scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
     if cli_distributed.launched():  # under torchrun: each rank reads the files and searches its shard, rank 0 writes
         return cli_distributed.run(args, scoring, device, lambda: _read_files(args, scoring))
     (q_names, queries), (d_names, database) = _read_files(args, scoring)
@@ -66,8 +69,7 @@ def run(args, device: str, usage_error) -> int:
 def _report(args, scoring, device, q_names, queries, d_names, database, search) -> int:
     """The queries searched in groups (``search(group)`` -> SearchResult), the hits aligned
     and written as TSV, the summary on stderr."""
-    header = COLUMNS + (("cigar",) if args.align else ())
-    sys.stdout.write("#" + "\t".join(header) + "\n")
+    header = "#" + "\t".join(COLUMNS + (("cigar",) if args.align else ())) + "\n"  # written with the first hits
     n_db = int(database.codes.numel())
     q_lens = queries.lengths.tolist()
     cells, searching, aligning = 0, 0.0, 0.0
@@ -89,8 +91,9 @@ def _report(args, scoring, device, q_names, queries, d_names, database, search) 
                        a.target_start, a.target_end] + ([a.cigar or "*"] if args.align else [])
                 lines.append("\t".join(map(str, row)) + "\n")
             with tqdm.external_write_mode(file=sys.stdout):
-                sys.stdout.write("".join(lines))
+                sys.stdout.write(header + "".join(lines))
                 sys.stdout.flush()
+            header = ""
             done = sum(q_lens[q0:q1]) * n_db
             cells += done
             bar.update(done)
@@ -111,9 +114,9 @@ def _read_files(args, scoring):
 
 
 def _read(path, scoring, what):
-    names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}")
-    if not names:
-        raise ValueError(f"{what}: no sequences in {path}")
+    """Every record encoded and checked against the matrix, before anything is printed."""
+    names, batch = encode_records(iter_named(path), scoring.alphabet, f"{what} {path}", scoring)
+    require_residues(f"{what} {path}", names, batch)
     return names, batch
 
 

@@ -6,7 +6,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .hits import Hits
-from .inputs import batches, check_int, code_bound, max_length, n_symbols, nucleotide
+from .inputs import INT64_MAX, at_most_longest, batches, check_int, code_bound, max_length, n_symbols, nucleotide
 
 DEFAULT_MAX_HITS = 1 << 24
 
@@ -18,7 +18,8 @@ def hamming(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
     (padded codes, lengths), ...); plain strings are compared as bytes unless
     ``alphabet`` says otherwise. Pair lengths must be equal: ValueError names the
     first pair that is not. ``check=False`` skips the value checks (no host sync);
-    a pair of unequal length then counts its overhang as mismatches.
+    a pair of unequal length then counts its overhang as mismatches. Memory: none
+    beside the output.
 
     >>> import torchalign as ta
     >>> ta.hamming(["GATTACA", "ACGT"], ["GACTATA", "ACGT"]).tolist()
@@ -36,6 +37,9 @@ def hamming_cdist(a, b, *, alphabet=None, check: bool = True) -> torch.Tensor:
 
     Every sequence of ``a`` and ``b`` must have one common length. On CUDA, small
     alphabets (DNA, protein) run as one-hot int8 matrix products on tensor cores.
+    Memory beside the output (CUDA): those one-hot rows, S bytes per residue of a and
+    of b (S: the codes rounded up to a power of two, <= 32), and ~4 + S more per
+    residue while they are built; larger alphabets compare codes and need none.
 
     >>> import torchalign as ta
     >>> ta.hamming_cdist(["AAAA", "ACGT"], ["ACGA", "TTTT", "AAAA"], alphabet="dna").tolist()
@@ -55,6 +59,10 @@ def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, chec
     the text's end. A fixed-shape result, for ``torch.compile`` and CUDA graphs:
     ``(profile >= 0) & (profile <= k)`` is the k-mismatch mask. ``iupac=True`` (DNA/RNA)
     lets a pattern's ambiguity codes match every text code whose bases they cover.
+    Memory beside the output (CUDA): ~0.3 B per text residue (the tiles of window
+    starts) and the patterns' one-hot rows (S bytes per pattern position, S as in
+    hamming_cdist; ~30 B per position while built). ``check=False`` with encode's hints
+    reads nothing back from the device (CUDA graphs).
 
     >>> import torchalign as ta
     >>> ta.hamming_profile("ACGTACGT", "CGT", alphabet="dna").tolist()
@@ -76,6 +84,8 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     their sets (N matches anything, so a guide plus its NGG PAM is one pattern). Hits are
     sorted by (pattern, text, position, strand). More than ``max_hits`` hits raise
     ValueError (nothing is dropped). A pattern longer than a text has no hits there.
+    Memory as hamming_profile's without its output, plus ~16 B per hit slot (65,536
+    first, then one per hit) and ~60 B per hit while they are sorted.
 
     >>> import torchalign as ta
     >>> h = ta.kmismatch_search("ACGTTACGAACGT", "ACGT", k=1, alphabet="dna")
@@ -83,9 +93,10 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     ([0, 5, 9], [0, 1, 0])
     """
     k = check_int("k", k, 0)
-    max_hits = check_int("max_hits", max_hits, 0)
+    max_hits = min(check_int("max_hits", max_hits, 0), INT64_MAX)  # (a hit count is a tensor size)
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet,
                    "dna" if (iupac or both_strands) else "bytes")
+    k = at_most_longest(k, p)  # k >= a pattern's length: every window, either way
     complement = None  # host copy: the bound below must not read the device
     if both_strands:
         nucleotide("both_strands", t.alphabet)

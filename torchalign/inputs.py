@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import operator
+
+import numpy as np
 import torch
 
 from .alphabet import get_alphabet
@@ -31,8 +34,8 @@ def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> li
                 b = encode(v, alphabet)
             if devices and isinstance(v, (str, bytes, bytearray, list)) and _all_text(v):
                 b = b.to(devices[0])
-        except (TypeError, ValueError) as e:
-            raise type(e)(f"{name}: {e}") from None
+        except (TypeError, ValueError) as e:  # (not type(e): UnicodeError's subclasses take 5 arguments)
+            raise (TypeError if isinstance(e, TypeError) else ValueError)(f"{name}: {e}") from None
         out.append(b)
     first = out[0]
     for name, b in zip(names[1:], out[1:]):
@@ -54,15 +57,37 @@ def _all_text(v) -> bool:
     return all(isinstance(s, (str, bytes, bytearray)) for s in v)
 
 
-def check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
-            value = int(value)
-        else:
-            raise TypeError(f"{name}: expected an int, got {type(value).__name__}")
+INT64_MAX = (1 << 63) - 1
+KERNEL_INT_MAX = 1 << 30  # scalars the kernels take as int32 stay at or below this (k + 1 cannot wrap)
+
+
+def check_int(name: str, value, minimum: int, maximum: int | None = None) -> int:
+    """An integer argument: anything ``operator.index`` takes (int, NumPy integers, one-element
+    integer tensors), not a bool; outside [minimum, maximum] raises ValueError naming it."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        raise TypeError(f"{name}: expected an integer, got a bool ({value!r})")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an integer, got {type(value).__name__}") from None
     if value < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}: must be <= {maximum}, got {value}")
     return value
+
+
+def at_most_longest(value: int, batch, extra: int = 0) -> int:
+    """min(value, longest sequence + extra), for arguments past which every value gives the
+    same result (a k >= the longest pattern matches every window): exact, and the kernels
+    never see a value past int32. Reads the lengths (one host sync) only when encode left
+    no hint and the value is too large to pass as it is."""
+    longest = batch.max_length
+    if longest is None:
+        if value <= KERNEL_INT_MAX:
+            return value
+        longest = int(batch.lengths.max()) if len(batch) else 0
+    return min(value, longest + extra)
 
 
 def check_choice(name: str, value, choices: tuple) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import batches, check_choice, check_int, code_bound, max_length, n_symbols
+from .inputs import at_most_longest, batches, check_choice, check_int, code_bound, max_length, n_symbols
 from .ops.levenshtein import ALGORITHMS
 
 
@@ -21,6 +21,15 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
     lengths and token ids) or "auto" (myers where it applies);
     every choice gives the same integers, and the CPU always runs its DP.
 
+    Memory beside the output (CUDA): one copy of both batches' codes (1 B per residue,
+    4 for token ids), ~60 B per pair, the match masks (8 x codes bytes per 64 residues
+    of each pair's shorter sequence, in groups of <= 256 MiB) and ~50 B per mask row
+    while they are built (steps of 2 M rows); on Ukkonen's band (sequences of more than
+    65,536 codes, or long ones with a small ``max_distance``) 24 B per 64 residues of
+    each pair's shorter sequence; the DP keeps one int32 per residue of the longest
+    sequence for each of its 1,024 programs. With ``check=False`` and encode's hints
+    nothing is read back from the device (CUDA graphs).
+
     >>> import torchalign as ta
     >>> ta.levenshtein(["kitten", "flaw", ""], ["sitting", "lawn", "abc"]).tolist()
     [3, 2, 3]
@@ -34,7 +43,7 @@ def levenshtein(a, b, *, max_distance: int | None = None, alphabet=None, algorit
         raise ValueError(f"levenshtein: a has {len(a)} sequences and b has {len(b)}; pass equal counts "
                          "(or use levenshtein_cdist for all pairs)")
     return torch.ops.torchalign.levenshtein(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
-                                            _max_distance(max_distance), *_hints(a, b), check_choice("algorithm", algorithm, ALGORITHMS),
+                                            _max_distance(max_distance, a, b), *_hints(a, b), check_choice("algorithm", algorithm, ALGORITHMS),
                                             check)
 
 
@@ -42,8 +51,9 @@ def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, a
                       check: bool = True) -> torch.Tensor:
     """All-vs-all edit distances: int32[len(a), len(b)], sequences of any lengths.
 
-    Needs no memory beyond the output (and per-pattern match masks or per-program scratch
-    rows). ``algorithm`` as in ``levenshtein``.
+    Memory beside the output (CUDA): as levenshtein's, with the masks of one side's
+    sequences only and, on Ukkonen's band, 24 B per 64 residues of that side's
+    sequence per pair, in groups of <= 256 MiB. ``algorithm`` as in ``levenshtein``.
 
     >>> import torchalign as ta
     >>> ta.levenshtein_cdist(["ACGT", "AGT"], ["ACGT", "", "TTT"], alphabet="dna").tolist()
@@ -51,12 +61,16 @@ def levenshtein_cdist(a, b, *, max_distance: int | None = None, alphabet=None, a
     """
     a, b = batches(("a", "b"), (a, b), alphabet, "bytes")
     return torch.ops.torchalign.levenshtein_cdist(a.codes, a.offsets, b.codes, b.offsets, n_symbols(a),
-                                                  _max_distance(max_distance), *_hints(a, b),
+                                                  _max_distance(max_distance, a, b), *_hints(a, b),
                                                   check_choice("algorithm", algorithm, ALGORITHMS), check)
 
 
-def _max_distance(max_distance) -> int:
-    return -1 if max_distance is None else check_int("max_distance", max_distance, 0)
+def _max_distance(max_distance, a, b) -> int:
+    if max_distance is None:
+        return -1
+    d = check_int("max_distance", max_distance, 0)
+    # no distance passes the longer sequence's length: a larger cap changes nothing
+    return max(at_most_longest(d, a), at_most_longest(d, b))
 
 
 def _hints(a, b) -> tuple[int, int, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import batches, check_int, code_bound, n_symbols
+from .inputs import at_most_longest, batches, check_int, code_bound, n_symbols
 
 
 def kdiff_primers(alpha, beta, k: int, *, alphabet=None, check: bool = True) -> torch.Tensor:
@@ -27,6 +27,10 @@ def kdiff_primers(alpha, beta, k: int, *, alphabet=None, check: bool = True) -> 
     exactly k. Once a start gets 0, so does every later start of that sequence.
     Alphabets that differ raise ValueError.
 
+    Memory beside the output (CUDA): ~30 B per residue of alpha (positions, bounds, the
+    starts left), its match bits (codes / 8 B per residue; ~40 B per residue while
+    built) and the band's column state, at most 256 MiB per launch.
+
     >>> import torchalign as ta
     >>> ta.kdiff_primers("ACTG", "AGCAAG", k=2).tolist()
     [3, 3, 0, 0]
@@ -35,6 +39,7 @@ def kdiff_primers(alpha, beta, k: int, *, alphabet=None, check: bool = True) -> 
     """
     k = check_int("k", k, 1)
     a, b = batches(("alpha", "beta"), (alpha, beta), alphabet, "dna")
+    k = at_most_longest(k, a, extra=1)  # k past every start's remaining length: all 0, either way
     if len(b) == 0:
         raise ValueError("beta: holds no records; pass at least one sequence (an empty one is allowed)")
     unknown = a.max_code is None or b.max_code is None

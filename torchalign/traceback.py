@@ -9,7 +9,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .align import _scoring_and_batches
-from .inputs import check_choice, check_int, max_length
+from .inputs import INT64_MAX, check_choice, check_int, max_length
 from .ops.align import MODES
 from .ops.traceback import MAX_CELLS
 from .scoring import Scoring
@@ -92,7 +92,7 @@ def traceback(queries, targets, scoring: Scoring | None = None, mode: str = "loc
     it; CPU, interpreter and GPU give the same path. Memory: one byte per DP cell of the
     rectangle (query_end + 1) x (target_end + 1) of each pair, all pairs at once;
     more than ``max_cells`` cells raise (pass fewer pairs per call, or cut the target
-    to the hit's region).
+    to the hit's region); beside it align_score's, and 28 B per query row of each pair.
 
     >>> import torchalign as ta
     >>> a = ta.traceback(["HEAGAWGHEE"], ["PAWHEAE"], mode="local")[0]
@@ -106,7 +106,7 @@ def traceback(queries, targets, scoring: Scoring | None = None, mode: str = "loc
     0.8
     """
     check_choice("mode", mode, MODES)
-    max_cells = check_int("max_cells", max_cells, 0)
+    max_cells = min(check_int("max_cells", max_cells, 0), INT64_MAX)  # (a cell count is a tensor size)
     scoring, (q, t), table = _scoring_and_batches(("queries", "targets"), (queries, targets), scoring)
     pair_q, pair_t = _pairs(pairs, len(q), len(t), q.device)
     out = torch.ops.torchalign.traceback(q.codes, q.offsets, t.codes, t.offsets, pair_q, pair_t, table,

@@ -180,6 +180,10 @@ def align_kernel(
 LONG_TARGET = 1024  # targets this long go to align_wave (one pair per program)
 ROWS = 48  # query rows per tile (registers: about 4 x ROWS per lane); 16..48 measured in NOTES.md
 BLOCK = 32  # pairs per program
+# Scratch of one launch of each kernel (8 B per target column of each pair, and 16 W B per
+# pair in align_wave): the pairs run in as many launches as it takes (a program needing
+# more gets a launch of its own). 512 MiB holds ~190,000 pairs of 350-residue targets.
+SCRATCH_BYTES = 1 << 29
 
 
 def padded_table(table):
@@ -190,62 +194,117 @@ def padded_table(table):
     return padded
 
 
+def _launches(k0: int, sizes: list, budget: int) -> list:
+    """Programs k0, k0 + 1, ... of ``sizes`` bytes each, in launches of consecutive
+    programs needing at most ``budget`` bytes (or one program): [(first, end, bytes)]."""
+    out, first, used = [], k0, 0
+    for k, size in enumerate(sizes, k0):
+        if k > first and used + size > budget:
+            out.append((first, k, used))
+            first, used = k, 0
+        used += size
+    if sizes:
+        out.append((first, k0 + len(sizes), used))
+    return out
+
+
+def _even_launches(k0: int, k1: int, size: int, budget: int) -> list:
+    """(first, end) launches of programs k0..k1 of ``size`` bytes each, within ``budget``."""
+    per = max(1, budget // max(size, 1))
+    return [(k, min(k1, k + per)) for k in range(k0, k1, per)]
+
+
 def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open: int,
                 gap_extend: int, mode: int, track: bool = True, rows: int = ROWS, block: int = BLOCK,
-                long_target: int | None = None):
+                long_target: int | None = None, longest: tuple | None = None):
     """Align query pair_q[i] with target pair_t[i] for every i: (score int32[P], query end
-    int64[P], target end int64[P]; the ends only with ``track``, else undefined in local
-    mode). ``table``: int32 [S, S] over codes < S; ``mode`` 0 local, 1 global, 2 semiglobal.
-    Pairs run sorted by target then query length, longest first, so a program's lanes
-    finish together and the longest start first; targets of ``long_target`` (default
-    LONG_TARGET) residues or more run in align_wave."""
+    int64[P], target end int64[P]); the ends only with ``track`` (else None). ``table``:
+    int32 [S, S] over codes < S; ``mode`` 0 local, 1 global, 2 semiglobal.
+
+    Pairs run sorted by target then query length, longest first, in programs of ``block``
+    lanes; programs whose longest target reaches ``long_target`` (default LONG_TARGET) run
+    in align_wave (one pair per program, on a second stream). Launches of each kernel take
+    consecutive programs while their scratch fits SCRATCH_BYTES. Memory beside that:
+    ~100 B per pair (lengths, sort keys and order, sorted pair indices and outputs).
+
+    ``longest``: (q_longest, t_longest), bounds on every pair's lengths: launches are then
+    planned from them alone and nothing is read back from the device (CUDA graphs); every
+    pair takes align_wave when t_longest reaches long_target. None: one host read of each
+    program's longest target and query plans them (mixed lengths run faster)."""
     P = pair_q.numel()
     dev = q_codes.device
     score = torch.empty(P, dtype=torch.int32, device=dev)
-    q_end = torch.empty(P, dtype=torch.int64, device=dev)
-    t_end = torch.empty(P, dtype=torch.int64, device=dev)
+    q_end = torch.empty(P, dtype=torch.int64, device=dev) if track else None
+    t_end = torch.empty(P, dtype=torch.int64, device=dev) if track else None
     if P == 0:
         return score, q_end, t_end
     q_codes = q_codes if q_codes.numel() else torch.zeros(1, dtype=q_codes.dtype, device=dev)  # (no empty pointers)
     t_codes = t_codes if t_codes.numel() else torch.zeros(1, dtype=t_codes.dtype, device=dev)
     padded = padded_table(table)
-    n_len, m_len = t_lens[pair_t], q_lens[pair_q]
-    long = n_len >= (LONG_TARGET if long_target is None else long_target)
-    if bool(long.any()):  # long targets: one pair per program, row tiles as a wavefront
-        from .align_wave import align_long
-
-        at = torch.nonzero(long).squeeze(1)
-        s_l, qe_l, te_l = (torch.empty(at.numel(), dtype=x.dtype, device=dev) for x in (score, q_end, t_end))
-        side = torch.cuda.Stream(dev) if dev.type == "cuda" else None  # overlaps the inter-task launch
-        if side is not None:
-            side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-            align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[at], pair_t[at], padded,
-                       gap_open, gap_extend, mode, track, rows, s_l, qe_l, te_l)
-        short = torch.nonzero(~long).squeeze(1)
-        s_s, qe_s, te_s = align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[short],
-                                      pair_t[short], table, gap_open, gap_extend, mode, track, rows, block,
-                                      long_target)
-        if side is not None:  # (the outputs were allocated on this stream and outlive the wait)
-            torch.cuda.current_stream(dev).wait_stream(side)
-        score[at], q_end[at], t_end[at] = s_l, qe_l, te_l
-        score[short], q_end[short], t_end[short] = s_s, qe_s, te_s
-        return score, q_end, t_end
-    order = torch.argsort(n_len * (1 << 32) + m_len, descending=True)
-    # each program's scratch: 2 x block int32 per column up to its own longest target
+    long_target = LONG_TARGET if long_target is None else long_target
     n_prog = triton.cdiv(P, block)
-    longest = torch.nn.functional.pad(n_len[order], (0, n_prog * block - P)).view(n_prog, block).amax(1)
-    size_of = (longest + 1) * 2 * block
-    scratch_at = torch.cumsum(size_of, 0) - size_of
-    scratch = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
-    s_out, qe_out, te_out = torch.empty_like(score), torch.empty_like(q_end), torch.empty_like(t_end)
-    align_kernel[(n_prog,)](
-        q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[order], pair_t[order], P,
-        padded, padded.shape[0], gap_open, gap_extend, scratch, scratch_at,
-        s_out, qe_out, te_out,
-        MODE=mode, TRACK=track, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
-    )
-    score[order], q_end[order], t_end[order] = s_out, qe_out, te_out
+    n_len = t_lens[pair_t]
+    order = torch.argsort(n_len * (1 << 32) + q_lens[pair_q], descending=True)
+    firsts = n_len[order[::block]]  # each program's longest target (its first pair)
+    pair_q, pair_t = pair_q[order], pair_t[order]
+    if longest is None:  # one host read: each program's longest target and query
+        m_top = torch.nn.functional.pad(q_lens[pair_q], (0, n_prog * block - P)).view(n_prog, block).amax(1)
+        t_top, q_top = torch.stack([firsts, m_top]).tolist()
+        n_wave = sum(t >= long_target for t in t_top)  # sorted: the leading programs
+        q_wave = max(q_top[:n_wave], default=0)
+    else:
+        t_top = None
+        firsts = torch.full((n_prog,), longest[1], dtype=torch.int64, device=dev)
+        n_wave = n_prog if longest[1] >= long_target else 0
+        q_wave = longest[0]
+    del n_len
+    s_out = torch.empty_like(score)
+    qe_out, te_out = (torch.empty_like(q_end), torch.empty_like(t_end)) if track else (s_out, s_out)
+    outs = (s_out, qe_out, te_out)
+
+    def plan(k0: int, k1: int, per_column: int, per_pair: int) -> list:
+        """Launches of programs k0..k1 (each's scratch: per_column B per target column and
+        per_pair B per pair): [(first, end, bytes)]."""
+        if t_top is None:
+            size = block * ((longest[1] + 1) * per_column + per_pair)
+            return [(k, e, (e - k) * size) for k, e in _even_launches(k0, k1, size, SCRATCH_BYTES)]
+        return _launches(k0, [block * ((t + 1) * per_column + per_pair) for t in t_top[k0:k1]], SCRATCH_BYTES)
+
+    side = torch.cuda.Stream(dev) if dev.type == "cuda" and 0 < n_wave < n_prog else None  # overlaps the two kernels
+    if side is not None:
+        side.wait_stream(torch.cuda.current_stream(dev))
+    if n_wave:  # long targets: one pair per program, row tiles as a wavefront; its scratch: a row of 2 int32
+        from .align_wave import align_long, wave_width  # per column, 4 W int32 of carries
+
+        W = wave_width(q_wave, rows)
+        with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
+            launches = plan(0, n_wave, 8, 16 * W)
+            scratch = torch.empty(max(b for _, _, b in launches) // 4, dtype=torch.int32, device=dev)
+            for k0, k1, _ in launches:
+                lo, hi = k0 * block, min(P, k1 * block)
+                size = ((firsts[k0:k1] + 1) * 2)[:, None].expand(k1 - k0, block).reshape(-1)[: hi - lo]
+                carries, row = scratch[: (hi - lo) * 4 * W], scratch[(hi - lo) * 4 * W :]
+                align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[lo:hi], pair_t[lo:hi], padded,
+                           gap_open, gap_extend, mode, track, rows, W, row, torch.cumsum(size, 0) - size, carries,
+                           *(x[lo:hi] for x in outs))
+    if n_wave < n_prog:  # the rest: one lane per pair; a program's scratch: 2 x block int32 per column
+        launches = plan(n_wave, n_prog, 8, 0)
+        scratch = torch.empty(max(b for _, _, b in launches) // 4, dtype=torch.int32, device=dev)
+        for k0, k1, _ in launches:
+            lo, hi = k0 * block, min(P, k1 * block)
+            size = (firsts[k0:k1] + 1) * 2 * block
+            align_kernel[(k1 - k0,)](
+                q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[lo:hi], pair_t[lo:hi], hi - lo,
+                padded, padded.shape[0], gap_open, gap_extend, scratch, torch.cumsum(size, 0) - size,
+                *(x[lo:hi] for x in outs),
+                MODE=mode, TRACK=track, ROWS=rows, BLOCK=block, num_warps=max(1, min(4, block // 32)),
+            )
+    if side is not None:  # (the outputs were allocated on this stream and outlive the wait)
+        torch.cuda.current_stream(dev).wait_stream(side)
+    score.index_copy_(0, order, s_out)
+    if track:
+        q_end.index_copy_(0, order, qe_out)
+        t_end.index_copy_(0, order, te_out)
     return score, q_end, t_end
 
 

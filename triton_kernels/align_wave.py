@@ -129,20 +129,20 @@ W_MAX = 128  # lanes (row tiles) per pair and pass
 W_SMALL = 32  # for queries of up to 32 tiles
 
 
+def wave_width(q_longest: int, rows: int) -> int:
+    """Lanes per pass for queries up to q_longest residues: two variants (each compiles for ~20 s)."""
+    return min(W_SMALL, W_MAX) if triton.cdiv(q_longest, rows) <= W_SMALL else W_MAX
+
+
 def align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, padded, gap_open: int,
-               gap_extend: int, mode: int, track: bool, rows: int, score, q_end, t_end):
+               gap_extend: int, mode: int, track: bool, rows: int, W: int, row, row_at, buf, score, q_end, t_end):
     """Pairs pair_q[i], pair_t[i] one per program, writing slot i of score / q_end / t_end.
-    ``padded``: the table with its pad code (align.padded_table)."""
+    ``padded``: the table with its pad code (align.padded_table); ``W``: lanes per pass
+    (wave_width of the longest query); scratch: pair i's row of 2 int32 per target column
+    (and one more) at ``row[row_at[i]:]``, ``buf`` 4 W int32 per pair."""
     P = pair_q.numel()
     if P == 0:
         return
-    dev = q_codes.device
-    tiles = triton.cdiv(int(q_lens[pair_q].max()), rows)
-    W = min(W_SMALL, W_MAX) if tiles <= W_SMALL else W_MAX  # two variants: each compiles for ~20 s
-    size_of = (t_lens[pair_t] + 1) * 2
-    row_at = torch.cumsum(size_of, 0) - size_of
-    row = torch.empty(int(size_of.sum()), dtype=torch.int32, device=dev)
-    buf = torch.empty(P * 4 * W, dtype=torch.int32, device=dev)
     align_wave_kernel[(P,)](
         q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
         padded, padded.shape[0], gap_open, gap_extend, row, row_at, buf,

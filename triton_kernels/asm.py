@@ -96,9 +96,10 @@ def asm_best(text, text_offsets, pat, pat_starts, pat_lens, longest: int, n_sym:
 def best_per_text(key, tid, n_texts: int):
     """The least key (distance << 42) + end of each pattern over each text's chunks:
     (distance int32[n_pat, n_texts], end int64[n_pat, n_texts]). ``key``: [n_pat, chunks]."""
-    out = torch.full((key.shape[0], n_texts), 1 << 62, dtype=torch.int64, device=key.device)
-    real = tid >= 0
-    out.scatter_reduce_(1, tid[real].expand(key.shape[0], -1), key[:, real], "amin")
+    out = torch.full((key.shape[0], n_texts + 1), 1 << 62, dtype=torch.int64, device=key.device)
+    # padding chunks (text -1) land in the extra last column: no boolean mask, no host read
+    out.scatter_reduce_(1, torch.where(tid >= 0, tid, n_texts).expand(key.shape[0], -1), key, "amin")
+    out = out[:, :n_texts]
     return (out >> 42).to(torch.int32), out & ((1 << 42) - 1)
 
 

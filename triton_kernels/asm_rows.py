@@ -42,7 +42,9 @@ def asm_rows_kernel(
     pid = tl.program_id(0)
     row = row_ptr0 + pid.to(tl.int64) * row_stride
     jj = tl.arange(0, BLOCK)
-    p = pid
+    # int64 item counter, so q (and q * out_stride: 40 patterns x 60 Mbp of PROFILE) is
+    # int64 too, and n_items = patterns x chunks may pass 2^31; once per item
+    p = pid.to(tl.int64)
     while p < n_items:
         q = p // n_chunks
         c = p % n_chunks

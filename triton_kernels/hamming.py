@@ -106,9 +106,12 @@ def hamming_cdist_kernel(
     FOR_LOOP: tl.constexpr,
 ):
     """USE_DOT: a and b are one-hot rows (int8 [N, stride]) and this is an int8 GEMM;
-    else a and b are codes compared position by position."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    else a and b are codes compared position by position. Program p is tile
+    (p % tiles of a, p // tiles of a): one grid axis, since b's tiles pass 65,535 (CUDA's
+    limit on axis y) from 8.4 M sequences on."""
+    tiles_m = tl.cdiv(na, BM)
+    pid_m = tl.program_id(0) % tiles_m
+    pid_n = tl.program_id(0) // tiles_m
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     m_ok = rm < na
@@ -161,7 +164,7 @@ def hamming_cdist(a, b, n_symbols: int, block_m: int = 128, block_n: int = 128,
         a = onehot_rows(torch.nn.functional.pad(a.to(torch.int32), (0, width - L), value=-1), S)
         b = onehot_rows(torch.nn.functional.pad(b.to(torch.int32), (0, width - L), value=-1), S)
         a_stride = b_stride = width * S
-    grid = (triton.cdiv(na, block_m), triton.cdiv(nb, block_n))
+    grid = (triton.cdiv(na, block_m) * triton.cdiv(nb, block_n),)  # the order of an (a tiles, b tiles) grid
     hamming_cdist_kernel[grid](a, b, out, na, nb, L, a_stride, b_stride, S=S, USE_DOT=use_dot,
                                BM=block_m, BN=block_n, JB=jb, FOR_LOOP=not INTERPRETER if for_loop is None else for_loop,
                                num_warps=num_warps, num_stages=num_stages)

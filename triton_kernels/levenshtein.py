@@ -38,7 +38,7 @@ def levenshtein_rows_kernel(
     pid = tl.program_id(0)
     row_ptr = scratch_ptr + pid.to(tl.int64) * scratch_stride
     jj = tl.arange(0, BLOCK)
-    p = pid
+    p = pid.to(tl.int64)  # the pair counter: a cdist passes 2^31 pairs (50,000 x 50,000); once per pair
     while p < n_pairs:
         ia = p // nb if CDIST else p
         ib = p % nb if CDIST else p

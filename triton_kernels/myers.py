@@ -100,16 +100,17 @@ def _above(pv, score, bottom):
 
 
 @triton.jit
-def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr, PER_LANE_PATTERN: tl.constexpr):
+def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr, q_first,
+               PER_LANE_PATTERN: tl.constexpr):
     """Text stretches s: (in range, pattern q, output slot, pattern length, text start,
-    stretch length). The pattern is lane_pat[s], or program_id(1) for all (then the
-    slot is q * n_lanes + s)."""
+    stretch length). The pattern is lane_pat[s], or q_first + program_id(1) for all (then
+    the slot is q * n_lanes + s: int64, patterns x lanes pass 2^31 in a genome search)."""
     ok = s < n_lanes
     if PER_LANE_PATTERN:
         q = tl.load(lane_pat_ptr + s, mask=ok, other=0).to(tl.int64)
         slot = s.to(tl.int64)
     else:
-        q = tl.program_id(1) + s.to(tl.int64) * 0
+        q = q_first + tl.program_id(1) + s.to(tl.int64) * 0
         slot = q * n_lanes + s
     m = tl.load(pat_len_ptr + q, mask=ok, other=0).to(tl.int32)
     t0 = tl.load(lane_start_ptr + s, mask=ok, other=0)
@@ -117,23 +118,23 @@ def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_p
     return ok, q, slot, m, t0, n
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
 def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym,
-    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
+    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity, q_first,
     MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, WORDS: tl.constexpr, BLOCK: tl.constexpr,
     CUTOFF: tl.constexpr = False,
 ):
-    """Lane l of program (i, q) is text stretch l = i * BLOCK + arange; its pattern is
-    lane_pat[l] (PER_LANE_PATTERN) or q = program_id(1) for every lane (uniform match
+    """Lane l of program (i, j) is text stretch l = i * BLOCK + arange; its pattern is
+    lane_pat[l] (PER_LANE_PATTERN) or q = q_first + j for every lane (uniform match
     masks). Outputs index q * n_lanes + l. WORDS: 1 or 2, the column in registers
     (longer patterns run in myers_wave or myers_band). CUTOFF (DIST): a lane whose column
     and row 0 are all past k stops (its distance is > k: reported as k + 1), and the
     program ends when all its lanes have (checked every 8 columns)."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok, q, slot, m, t0, n = _stretches(lane, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
-                                       PER_LANE_PATTERN)
+                                       q_first, PER_LANE_PATTERN)
     row = tl.maximum(m - 1, 0)  # the last pattern row: its word and bit
     last_word = row // 64
     table = peq_ptr + q * n_sym * WORDS
@@ -235,26 +236,43 @@ def n_words(longest: int) -> int:
     return max(1, triton.cdiv(longest, 64))
 
 
+MASK_ROWS = 1 << 21  # pattern rows placed per step of match_masks (~50 B of temporaries each)
+
+
 def match_masks(codes, starts, lens, n_sym: int, words: int, reverse: bool = False) -> torch.Tensor:
     """int64 [n, n_sym, words]: bit i of word w is set where pattern position 64 w + i
     (counted from the pattern's end with ``reverse``) holds the code; codes >= n_sym and
-    positions past ``words`` x 64 set nothing. O(total pattern length)."""
+    positions past ``words`` x 64 set nothing. Reads nothing back from the device (CUDA
+    graphs): every pattern's words x 64 rows are visited, in steps of MASK_ROWS rows."""
     n = lens.numel()
     dev = codes.device
     peq = torch.zeros(n * n_sym * words, dtype=torch.int64, device=dev)
-    total = int(lens.sum()) if n else 0
-    if total:
-        who = torch.repeat_interleave(torch.arange(n, device=dev), lens, output_size=total)
-        first = torch.cumsum(lens, 0) - lens
-        j = torch.arange(total, device=dev) - first[who]
-        c = codes[starts[who] + j].to(torch.int64)
-        row = lens[who] - 1 - j if reverse else j
-        use = (c < n_sym) & (row < words * 64)
-        bit = row % 64
-        value = torch.where(bit == 63, torch.full_like(bit, -(1 << 63)), torch.ones_like(bit) << bit)
-        idx = (who * n_sym + c.clamp(max=n_sym - 1)) * words + row // 64
-        peq.index_add_(0, idx[use], value[use])  # distinct bits: the sum is the OR
+    if n == 0 or codes.numel() == 0:
+        return peq.reshape(n, n_sym, words)
+    row = torch.arange(words * 64, device=dev)
+    bit = row % 64
+    value = torch.where(bit == 63, torch.full_like(bit, -(1 << 63)), torch.ones_like(bit) << bit)
+    per = max(1, MASK_ROWS // (words * 64))
+    for p0 in range(0, n, per):
+        p1 = min(n, p0 + per)
+        length = lens[p0:p1, None]
+        j = length - 1 - row if reverse else row[None, :]  # the pattern position of each row
+        at = (starts[p0:p1, None] + j).clamp(0, codes.numel() - 1)
+        c = codes[at].to(torch.int64)
+        use = (row < length) & (c < n_sym)
+        idx = (torch.arange(p0, p1, device=dev)[:, None] * n_sym + c.clamp(max=n_sym - 1)) * words + row // 64
+        peq.index_add_(0, idx.reshape(-1), torch.where(use, value, 0).reshape(-1))  # distinct bits: the sum is the OR
     return peq.reshape(n, n_sym, words)
+
+
+MAX_GRID_Y = 65535  # CUDA's limit on grid axes y and z
+
+
+def grid_y_launches(n: int) -> list[tuple[int, int]]:
+    """(first, count) of the launches that put n programs on grid axis y, at most
+    MAX_GRID_Y each (the patterns of a Myers launch: a guide search on both strands
+    passes 65,535)."""
+    return [(y0, min(MAX_GRID_Y, n - y0)) for y0 in range(0, n, MAX_GRID_Y)]
 
 
 LAUNCH = (128, 4)  # (lanes per program, warps)
@@ -295,17 +313,17 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
     default_block, num_warps = LAUNCH
     block = block or default_block
     num_warps = min(num_warps, max(1, block // 32))
-    grid = (triton.cdiv(n_lanes, block), 1 if lane_pats is not None else n_programs_q)
-    myers_kernel[grid](
-        codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
-        dummy if own is None else own, dummy if tag is None else tag, n_lanes,
-        pat_lens, peq, n_sym,
-        min(k or 0, BIG.value), q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
-        dummy if out4 is None else out4, out_stride,
-        dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=words, BLOCK=block,
-        CUTOFF=mode == "dist" and k is not None, num_warps=num_warps,
-    )
+    for q_first, n_q in grid_y_launches(1 if lane_pats is not None else n_programs_q):
+        myers_kernel[(triton.cdiv(n_lanes, block), n_q)](
+            codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
+            dummy if own is None else own, dummy if tag is None else tag, n_lanes,
+            pat_lens, peq, n_sym,
+            min(k or 0, BIG.value), q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
+            dummy if out4 is None else out4, out_stride,
+            dummy if counter is None else counter, capacity, q_first,
+            MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, WORDS=words, BLOCK=block,
+            CUTOFF=mode == "dist" and k is not None, num_warps=num_warps,
+        )
 
 
 STATE_BYTES = 1 << 28  # per launch: match masks, and the column words of > 2-word patterns

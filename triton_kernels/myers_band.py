@@ -26,21 +26,25 @@ import torch
 import triton
 import triton.language as tl
 
-from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _band_word, _stretches
+from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _band_word, _stretches, grid_y_launches
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
 def myers_band_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,
-    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
+    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity, q_first,
     MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """As myers_kernel (lanes, outputs) for patterns of any number of words. The bound
-    K is ``k`` (HITS, DIST: BIG for none), the lane's target (LAST) or its best (BEST)."""
+    K is ``k`` (HITS, DIST: BIG for none), the lane's target (LAST) or its best (BEST).
+    The state of word w of the lane in ``slot`` is at (3 w + i) n_state + slot, i = 0, 1, 2."""
     lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok, q, slot, m, t0, n = _stretches(lane, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
-                                       PER_LANE_PATTERN)
+                                       q_first, PER_LANE_PATTERN)
+    # int64: state offsets (3 w + 2) n_state pass 2^31 in a genome search (200 patterns of
+    # 10 kbp on 3.1 Gbp in 64 k-code chunks: 3 x 157 words x 9.5 M lanes); scalars, once a word
+    n_state = tl.cast(n_state, tl.int64)
     row = tl.maximum(m - 1, 0)
     last_word = row // 64
     table = peq_ptr + q * n_sym * n_words
@@ -160,13 +164,13 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
     n_state = n_lanes * (1 if lane_pats is not None else n_programs_q)
     state = torch.empty(3 * words * n_state, dtype=torch.int64, device=codes.device)
     dummy = lane_lens
-    grid = (triton.cdiv(n_lanes, block), 1 if lane_pats is not None else n_programs_q)
-    myers_band_kernel[grid](
-        codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
-        dummy if own is None else own, dummy if tag is None else tag, n_lanes,
-        pat_lens, peq, n_sym, words, state, n_state,
-        min(k, BIG.value), q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
-        dummy if out4 is None else out4, out_stride, dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, BLOCK=block,
-        num_warps=max(1, min(4, block // 32)),
-    )
+    for q_first, n_q in grid_y_launches(1 if lane_pats is not None else n_programs_q):
+        myers_band_kernel[(triton.cdiv(n_lanes, block), n_q)](
+            codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
+            dummy if own is None else own, dummy if tag is None else tag, n_lanes,
+            pat_lens, peq, n_sym, words, state, n_state,
+            min(k, BIG.value), q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
+            dummy if out4 is None else out4, out_stride, dummy if counter is None else counter, capacity, q_first,
+            MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, BLOCK=block,
+            num_warps=max(1, min(4, block // 32)),
+        )

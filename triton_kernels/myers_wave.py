@@ -18,24 +18,26 @@ import torch
 import triton
 import triton.language as tl
 
-from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _append, _carry, _delta, _myers_word, _stretches
+from .myers import (BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _append, _carry, _delta, _myers_word, _stretches,
+                    grid_y_launches)
 
 MAX_WORDS = 1024  # lanes of one stretch: patterns of up to 65,536 codes
 LANES = 64  # C x W per program (64, 128, 256 measured within 10%: NOTES.md)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
 def myers_wave_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, scratch_ptr,
-    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity,
+    k, q0, out_ptr, out2_ptr, out3_ptr, out4_ptr, out_stride, counter_ptr, capacity, q_first,
     MODE: tl.constexpr, PER_LANE_PATTERN: tl.constexpr, W: tl.constexpr, C: tl.constexpr,
 ):
     """Stretch s = program_id(0) * C + row of the [C, W] lane grid; its pattern is
-    lane_pat[s] (PER_LANE_PATTERN) or q = program_id(1). Outputs index q * n_lanes + s."""
+    lane_pat[s] (PER_LANE_PATTERN) or q = q_first + program_id(1). Outputs index
+    q * n_lanes + s."""
     s = tl.program_id(0) * C + tl.arange(0, C)
     ok, q, slot, m, t0, n = _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_ptr,
-                                       PER_LANE_PATTERN)
+                                       q_first, PER_LANE_PATTERN)
     row = tl.maximum(m - 1, 0)
     last_word = row // 64
     w = tl.arange(0, W)
@@ -124,15 +126,18 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
         return
     W = triton.next_power_of_2(words)
     C = max(1, (lanes or LANES) // W)
-    grid = (triton.cdiv(n_lanes, C), 1 if lane_pats is not None else n_programs_q)
-    scratch = torch.empty(grid[0] * grid[1] * 2 * C * W, dtype=torch.int32, device=codes.device)
+    launches = grid_y_launches(1 if lane_pats is not None else n_programs_q)
+    n_x = triton.cdiv(n_lanes, C)
+    # the carries between lanes, per program of a launch (the launches run one after another)
+    scratch = torch.empty(n_x * launches[0][1] * 2 * C * W, dtype=torch.int32, device=codes.device)
     dummy = lane_lens
-    myers_wave_kernel[grid](
-        codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
-        dummy if own is None else own, dummy if tag is None else tag, n_lanes,
-        pat_lens, peq, n_sym, words, scratch,
-        k, q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
-        dummy if out4 is None else out4, out_stride, dummy if counter is None else counter, capacity,
-        MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, W=W, C=C,
-        num_warps=max(1, min(8, C * W // 32)),
-    )
+    for q_first, n_q in launches:
+        myers_wave_kernel[(n_x, n_q)](
+            codes, dummy if lane_pats is None else lane_pats, lane_starts, lane_lens,
+            dummy if own is None else own, dummy if tag is None else tag, n_lanes,
+            pat_lens, peq, n_sym, words, scratch,
+            k, q0, out, dummy if out2 is None else out2, dummy if out3 is None else out3,
+            dummy if out4 is None else out4, out_stride, dummy if counter is None else counter, capacity, q_first,
+            MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, W=W, C=C,
+            num_warps=max(1, min(8, C * W // 32)),
+        )

@@ -60,6 +60,9 @@ def primers_kernel(
     t0 = tl.load(stretch_start_ptr + tl.program_id(1) + at0)
     n = tl.load(stretch_len_ptr + tl.program_id(1) + at0).to(tl.int32)  # a stretch is < 2^31 codes
     slot = tl.program_id(1).to(tl.int64) * n_lanes + lane
+    # int64: state offsets (3 w + 2) n_state pass 2^31 when long windows (words) meet many
+    # stretches (a group is 32 lanes at least, whatever STATE_BYTES says); scalars, once a word
+    n_state = tl.cast(n_state, tl.int64)
     p = tl.load(lane_pos_ptr + lane, mask=ok, other=0)
     m = tl.load(lane_rows_ptr + lane, mask=ok, other=1).to(tl.int32)
     best = tl.load(lane_seed_ptr + lane, mask=ok, other=0).to(tl.int32)

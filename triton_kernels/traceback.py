@@ -69,7 +69,7 @@ def traceback_dp_kernel(
     C = tl.load(cols_ptr + pid).to(tl.int32)
     dirs = dir_ptr + tl.load(dir_at_ptr + pid)
     sc = scratch_ptr + tl.load(scratch_at_ptr + pid)
-    stride = R + 1
+    stride = R.to(tl.int64) + 1  # int64: the scratch rows' offsets (up to 6 stride) pass 2^31 from 358 M rows
     lane = tl.arange(0, BLOCK)
     d = 2
     while d <= R + C:

@@ -11,6 +11,7 @@ import torch
 _ONEHOT_MAX_SYMBOLS = 32
 _EXACT_F32 = 1 << 24
 _CHUNK_ELEMS = 1 << 24  # elements per broadcast compare or one-hot chunk
+BLOCK_ELEMS = 1 << 22  # window x pattern distances held at once by hamming_windows (16 MB)
 
 
 def hamming_pairs(a_codes, a_offsets, b_codes, b_offsets) -> torch.Tensor:
@@ -52,61 +53,101 @@ def hamming_cdist(a: torch.Tensor, b: torch.Tensor, n_symbols: int) -> torch.Ten
 
 
 def hamming_windows(text, text_offsets, pat, pat_starts, pat_lens, n_symbols: int,
-                    table=None, k: int = 0, search: bool = True):
+                    table=None, k: int = 0, search: bool = True, capacity: int | None = None):
     """Every pattern at every window start of every text (see the kernel's docstring).
 
-    search=True: (pos int64[n], pattern int32[n], distance int32[n]) with distance <= k;
-    search=False: int32[n_patterns, len(text)], -1 where a pattern does not fit.
+    search=True: (count, pos int64[n], pattern int32[n], distance int32[n]) of the windows
+    with distance <= k; past ``capacity`` hits, hits are counted but no longer kept (as the
+    kernel's counter does). search=False: int32[n_patterns, len(text)], -1 where a pattern
+    does not fit. Working memory is bounded by BLOCK_ELEMS, whatever the text's length:
+    the text runs in slices of windows against groups of patterns (see _Block).
     """
     total = text.numel()
-    n_pat = pat_lens.numel()
-    lengths = text_offsets[1:] - text_offsets[:-1]
-    text_end = torch.repeat_interleave(text_offsets[1:], lengths)
-    prof = None if search else torch.full((n_pat, total), -1, dtype=torch.int32)
-    hits = []
+    prof = None if search else torch.full((pat_lens.numel(), total), -1, dtype=torch.int32)
+    hits, count = [], 0
     for m in torch.unique(pat_lens).tolist():
-        group = torch.nonzero(pat_lens == m).flatten()
         if m > total:
             continue
-        idx = pat_starts[group][:, None] + torch.arange(m)
-        pcodes = pat[idx]  # [G, m]
+        group = torch.nonzero(pat_lens == m).flatten()
         windows = text.unfold(0, m, 1)  # [total - m + 1, m], a view
-        fits = torch.arange(windows.shape[0]) + m <= text_end[: windows.shape[0]]
-        dist = _window_distances(windows, pcodes, n_symbols, table)  # [W, G]
-        if search:
-            w, g = torch.nonzero((dist <= k) & fits[:, None], as_tuple=True)
-            hits.append((w, group[g], dist[w, g]))
-        else:
-            prof[group, : windows.shape[0]] = torch.where(fits[:, None], dist, -1).T
+        width = max(1, min(group.numel(), BLOCK_ELEMS // _Block.per_pattern(m, n_symbols)))
+        for g0 in range(0, group.numel(), width):
+            g = group[g0 : g0 + width]
+            block = _Block(pat[pat_starts[g][:, None] + torch.arange(m)], n_symbols, table)
+            for w0 in range(0, windows.shape[0], block.rows):
+                w1 = min(w0 + block.rows, windows.shape[0])
+                w = torch.arange(w0, w1)
+                fits = w + m <= text_offsets[torch.searchsorted(text_offsets, w, right=True)]  # inside one text
+                dist = block.distances(windows[w0:w1])  # [w1 - w0, G]
+                if not search:
+                    prof[g, w0:w1] = torch.where(fits[:, None], dist, -1).T
+                    continue
+                wi, gi = torch.nonzero(block.within(dist, k, fits), as_tuple=True)
+                count += wi.numel()
+                if capacity is not None and count > capacity:
+                    hits = []  # too many: the op raises with the count
+                elif wi.numel():
+                    hits.append((wi + w0, g[gi], dist[wi, gi]))
     if not search:
         return prof
     if not hits:
-        return torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int32), torch.empty(0, dtype=torch.int32)
-    return (torch.cat([h[0] for h in hits]), torch.cat([h[1] for h in hits]).to(torch.int32),
+        return count, torch.empty(0, dtype=torch.int64), torch.empty(0, dtype=torch.int32), \
+            torch.empty(0, dtype=torch.int32)
+    return (count, torch.cat([h[0] for h in hits]), torch.cat([h[1] for h in hits]).to(torch.int32),
             torch.cat([h[2] for h in hits]).to(torch.int32))
 
 
-def _window_distances(windows, pcodes, n_symbols: int, table) -> torch.Tensor:
-    """int32[W, G]: distance of each window to each pattern (all of length m)."""
-    W, m = windows.shape
-    G = pcodes.shape[0]
-    out = torch.empty((W, G), dtype=torch.int32)
-    if n_symbols <= _ONEHOT_MAX_SYMBOLS:
-        if table is None:
-            poh = _onehot(pcodes, n_symbols)
-        else:
-            poh = table[pcodes.to(torch.int64)][..., :n_symbols].reshape(G, m * n_symbols).to(torch.float32)
-        rows = max(1, _CHUNK_ELEMS // (m * n_symbols))
-        for i in range(0, W, rows):
-            matches = _onehot(windows[i : i + rows], n_symbols) @ poh.T
-            out[i : i + rows] = m - matches.round().to(torch.int32)
-    else:
-        rows = max(1, _CHUNK_ELEMS // (G * m))
-        for i in range(0, W, rows):
-            win = windows[i : i + rows, None, :]
+class _Block:
+    """Distances of slices of windows to G patterns of length m, in buffers allocated once
+    per pattern group and reused by every slice: at most BLOCK_ELEMS elements each. (Large
+    temporaries malloc'd and freed per slice left heap holes that the small hit tensors
+    kept between them pinned, and the heap grew with the text: 2.7 GB for 5 Mbp.)"""
+
+    @staticmethod
+    def per_pattern(m: int, n_symbols: int) -> int:
+        """Elements per pattern: its one-hot rows, or its codes compared directly."""
+        return m * (n_symbols if n_symbols <= _ONEHOT_MAX_SYMBOLS else 1)
+
+    def __init__(self, pcodes, n_symbols: int, table):
+        G, m = pcodes.shape
+        self.m, self.onehot = m, n_symbols <= _ONEHOT_MAX_SYMBOLS
+        per_window = max(G, m * n_symbols) if self.onehot else G * m
+        self.rows = max(1, BLOCK_ELEMS // per_window)
+        self.dist = torch.empty((self.rows, G), dtype=torch.int32)
+        self.mask = torch.empty((self.rows, G), dtype=torch.bool)
+        if self.onehot:
+            S = n_symbols
             if table is None:
-                eq = win == pcodes[None]
+                self.poh = _onehot(pcodes, S)  # [G, m * S]
             else:
-                eq = table[pcodes[None].to(torch.int64), win.to(torch.int64)].bool()
-            out[i : i + rows] = m - eq.sum(-1, dtype=torch.int32)
-    return out
+                self.poh = table[pcodes.to(torch.int64)][..., :S].reshape(G, m * S).to(torch.float32)
+            self.symbols = torch.arange(S)
+            self.eq = torch.empty((self.rows, m, S), dtype=torch.bool)
+            self.oh = torch.empty((self.rows, m * S), dtype=torch.float32)
+            self.mm = torch.empty((self.rows, G), dtype=torch.float32)
+        else:
+            self.pcodes, self.table = pcodes, table
+            self.same = torch.empty((self.rows, G, m), dtype=torch.bool)
+
+    def distances(self, windows: torch.Tensor) -> torch.Tensor:
+        """int32[r, G] (a view of the buffer) for windows [r, m], r <= rows."""
+        r = windows.shape[0]
+        dist = self.dist[:r]
+        if self.onehot:
+            torch.eq(windows.unsqueeze(-1), self.symbols, out=self.eq[:r])
+            self.oh[:r].copy_(self.eq[:r].view(r, -1))
+            torch.mm(self.oh[:r], self.poh.T, out=self.mm[:r])  # matches (exact in float32: m < 2^24)
+            dist.copy_(self.mm[:r].round_())
+        else:
+            same = self.same[:r]
+            if self.table is None:
+                torch.eq(windows[:, None, :], self.pcodes[None], out=same)
+            else:
+                same.copy_(self.table[self.pcodes[None].to(torch.int64), windows[:, None, :].to(torch.int64)])
+            torch.sum(same, -1, dtype=torch.int32, out=dist)
+        return dist.neg_().add_(self.m)
+
+    def within(self, dist: torch.Tensor, k: int, fits: torch.Tensor) -> torch.Tensor:
+        """bool[r, G]: distance <= k and the window inside one text."""
+        mask = self.mask[: dist.shape[0]]
+        return torch.le(dist, k, out=mask).logical_and_(fits[:, None])

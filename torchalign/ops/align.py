@@ -11,6 +11,7 @@ validates offsets and codes with one host read.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 
 import torch
@@ -26,8 +27,13 @@ DEVICES = ("cpu", "cuda")
 MODES = ("local", "global", "semiglobal")
 
 
-def _check_bound(table: Tensor, gap_open: int, gap_extend: int, q_longest: int, t_longest: int) -> None:
-    top = max(int(table.abs().max()) if table.numel() else 0, gap_open, gap_extend, 1)
+def table_top(table: Tensor) -> int:
+    """The largest |entry| of a substitution table (one host read for a device table)."""
+    return int(table.abs().max()) if table.numel() else 0
+
+
+def _check_bound(top: int, gap_open: int, gap_extend: int, q_longest: int, t_longest: int) -> None:
+    top = max(top, gap_open, gap_extend, 1)
     if top * (q_longest + t_longest + 2) >= SCORE_LIMIT:
         raise ValueError(f"align_score: sequences of {q_longest} and {t_longest} residues with scores up to {top} "
                          f"could pass {SCORE_LIMIT} (exact int32 scores would not be guaranteed); split the "
@@ -35,29 +41,34 @@ def _check_bound(table: Tensor, gap_open: int, gap_extend: int, q_longest: int, 
 
 
 def _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, q_longest, t_longest, check,
-              names=("queries", "targets")):
-    """Offsets and codes (check=True), then the score bound; one host read at most."""
-    if check or min(q_longest, t_longest) < 0:
-        vals = checks.read(checks.two_batches(q_codes, q_offsets, t_codes, t_offsets))
+              names=("queries", "targets"), top=-1):
+    """Offsets and codes (check=True), then the score bound; one host read at most, none
+    with check=False and every hint given (the longest query and target, the table's
+    largest |entry| ``top``). Returns (q_longest, t_longest)."""
+    if check or min(q_longest, t_longest, top) < 0:
+        table_max = table.abs().max() if table.numel() else table.new_zeros(())
+        vals = checks.read(checks.two_batches(q_codes, q_offsets, t_codes, t_offsets) + [table_max])
         if check:
             for name, facts, (lo, hi) in ((names[0], vals[0:3], vals[6:8]), (names[1], vals[3:6], vals[8:10])):
                 checks.raise_if_bad(name, facts, 0, 0, 1)
                 if lo < 0 or hi >= table.shape[0]:
                     raise ValueError(f"{name}: codes must lie in [0, {table.shape[0]}) (the scoring matrix's "
                                      f"symbols), found {lo}..{hi}; a symbol the matrix lacks, or another alphabet")
-        q_longest, t_longest = vals[10], vals[11]
-    _check_bound(table, gap_open, gap_extend, q_longest, t_longest)
+        q_longest, t_longest, top = vals[10], vals[11], vals[12]
+    _check_bound(top, gap_open, gap_extend, q_longest, t_longest)
+    return q_longest, t_longest
 
 
 def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track,
-           long_target=None):
-    """Scores (and ends with ``track``) of query pair_q[i] against target pair_t[i]."""
+           long_target=None, longest=None):
+    """Scores (and ends with ``track``) of query pair_q[i] against target pair_t[i].
+    ``longest``: (q_longest, t_longest) to plan the GPU launches without a host read."""
     q_starts, q_lens = q_offsets[:-1], q_offsets[1:] - q_offsets[:-1]
     t_starts, t_lens = t_offsets[:-1], t_offsets[1:] - t_offsets[:-1]
     if use_kernels(q_codes):
         return kernels("align").align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
                                             table, gap_open, gap_extend, MODES.index(mode), track=track,
-                                            long_target=long_target)
+                                            long_target=long_target, longest=longest)
     return cpu.align_score(q_codes, q_starts[pair_q], q_lens[pair_q], t_codes, t_starts[pair_t], t_lens[pair_t],
                            table, gap_open, gap_extend, mode)
 
@@ -65,26 +76,33 @@ def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_op
 @torch.library.custom_op("torchalign::align_score", mutates_args=(), device_types=DEVICES)
 def align_score(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: Tensor, table: Tensor,
                 gap_open: int, gap_extend: int, mode: str, q_longest: int, t_longest: int,
-                check: bool) -> tuple[Tensor, Tensor, Tensor]:
-    _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, q_longest, t_longest, check)
+                check: bool, top: int = -1) -> tuple[Tensor, Tensor, Tensor]:
+    longest = _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, q_longest, t_longest,
+                        check, top=top)
     b = torch.arange(q_offsets.numel() - 1, device=q_codes.device)
-    return _pairs(q_codes, q_offsets, t_codes, t_offsets, b, b, table, gap_open, gap_extend, mode, True)
+    # check=False: launches planned from the hints (no host read); else from the data
+    return _pairs(q_codes, q_offsets, t_codes, t_offsets, b, b, table, gap_open, gap_extend, mode, True,
+                  longest=None if check else longest)
 
 
 @align_score.register_fake
-def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode, q_longest, t_longest, check):
+def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode, q_longest, t_longest, check, top=-1):
     n = q_offsets.shape[0] - 1
     return (q_offsets.new_empty(n, dtype=torch.int32), q_offsets.new_empty(n, dtype=torch.int64),
             q_offsets.new_empty(n, dtype=torch.int64))
 
 
-PAIRS_PER_LAUNCH = 1 << 24  # query x database pairs scored per launch (16 B of pair indices each)
+# Query x database pairs per step of a search: the local scan keeps ~40 B per pair (scores
+# by rank and in order, the top-k keys), the other modes ~150 B (align_pairs' pair indices,
+# sort keys and order, scores, and the keys).
+PAIRS_PER_LAUNCH = 1 << 24
+PAIRS_PER_STEP = 1 << 22
 NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
 
 
 def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
     """Whether the search takes the packed int16 database scan (local scores, byte codes)."""
-    top = max(int(table.abs().max()) if table.numel() else 0, gap_open, gap_extend)
+    top = max(table_top(table), gap_open, gap_extend)
     return use_kernels(q_codes) and mode == "local" and d_codes.dtype == torch.uint8 and top <= NARROW_MAX_SCORE
 
 
@@ -95,6 +113,7 @@ SCAN_STREAMS = 4  # queries scanned on this many CUDA streams at once: one launc
 # (1,024, 2,048) 1.68-1.70, (1,024, 4,096) 1.65-1.66, (2,048, 4,096) 1.87 (NOTES.md).
 SCAN_LONG = 2048
 SCAN_WAVE = 4096
+SCAN_SCRATCH_BYTES = 1 << 30  # the scan's scratch per stream (int32 per packed slot): chunks in slices that fit
 
 
 def _side_streams(dev, n: int) -> list:
@@ -113,36 +132,49 @@ def _on(stream):
 
 class _Scan:
     """The database packed for align_scan (sorted by length, interleaved chunks of
-    2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan."""
+    2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan; the rest
+    scanned in slices of chunks whose scratch (4 B per packed slot) fits SCAN_SCRATCH_BYTES."""
 
     def __init__(self, d_codes, d_offsets, table):
         self.k = kernels("align_scan")
-        self.packed = _pack(d_codes, d_offsets, 2 * self.k.LANES)
-        long = self.packed.chunk_lengths >= SCAN_LONG
-        self.chunk0 = int(long.sum())  # sorted longest first: the long chunks lead
+        p = self.packed = _pack(d_codes, d_offsets, 2 * self.k.LANES)
+        host = torch.cat([p.chunk_offsets, p.chunk_lengths]).tolist()  # one read: the chunks' offsets and lengths
+        offs, lengths = host[: len(host) // 2 + 1], host[len(host) // 2 + 1 :]
+        self.chunk0 = sum(x >= SCAN_LONG for x in lengths)  # sorted longest first: the long chunks lead
         self.n = d_offsets.numel() - 1
         self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
+        self.slices = []  # (first chunk, end chunk, the slice as a PackedBatch of its own)
+        c0, slots = self.chunk0, max(1, SCAN_SCRATCH_BYTES // 4)
+        while c0 < len(offs) - 1:
+            c1 = min(len(offs) - 1, max(c0 + 1, bisect.bisect_right(offs, offs[c0] + slots) - 1))
+            part = p._replace(codes=p.codes[offs[c0]:offs[c1]], chunk_offsets=p.chunk_offsets[c0 : c1 + 1] - offs[c0],
+                              chunk_lengths=p.chunk_lengths[c0:c1])
+            self.slices.append((c0, c1, part))
+            c0 = c1
+        self.slots = max([offs[c1] - offs[c0] for c0, c1, _ in self.slices], default=0)
         self.pairs = self.k.pair_table(table, self.k.NEG16)
-        self.scratch = []  # one per stream in use (int32 per packed slot)
+        self.scratch = []  # one per stream in use
         self.limit = 32767 - max(int(table.max()) if table.numel() else 0, 0)  # above: may have wrapped
 
     def scores(self, q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend):
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
-        dev, order, lr = q_codes.device, self.packed.order, self.long_ranks
+        dev, order, lr, per_chunk = q_codes.device, self.packed.order, self.long_ranks, 2 * self.k.LANES
         by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=dev)
         long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, q1 - q0))
         if lr:  # the long chunks' pairs, beside the scans
             with _on(long_stream):
-                pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(lr)
+                pair_q = torch.arange(q0, q1, device=dev)[:, None].expand(q1 - q0, lr).reshape(-1)
                 by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
                                          table, gap_open, gap_extend, "local", False, SCAN_WAVE)[0].view(q1 - q0, lr)
         while len(self.scratch) < len(scan_streams):
-            self.scratch.append(torch.empty(max(1, self.packed.codes.numel()), dtype=torch.int32, device=dev))
+            self.scratch.append(torch.empty(max(1, self.slots), dtype=torch.int32, device=dev))
         for qi in range(q0, q1):
             s = (qi - q0) % len(scan_streams)
             with _on(scan_streams[s]):
-                by_rank[qi - q0, lr:] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, self.packed, self.chunk0,
-                                                          self.scratch[s], gap_open, gap_extend)[lr:self.n]
+                for c0, c1, part in self.slices:
+                    a, b = c0 * per_chunk, min(self.n, c1 * per_chunk)
+                    by_rank[qi - q0, a:b] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, part, 0,
+                                                              self.scratch[s], gap_open, gap_extend)[: b - a]
         if dev.type == "cuda":
             for stream in [long_stream] + scan_streams:
                 torch.cuda.current_stream(dev).wait_stream(stream)
@@ -167,24 +199,26 @@ def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tenso
     k = min(top_k, n_d)
     dev = q_codes.device
     keys = torch.empty((n_q, k), dtype=torch.int64, device=dev)
-    per = max(1, PAIRS_PER_LAUNCH // max(n_d, 1))
     targets = torch.arange(n_d, device=dev)
     scan = _Scan(d_codes, d_offsets, table) if _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) else None
+    per = max(1, (PAIRS_PER_LAUNCH if scan is not None else PAIRS_PER_STEP) // max(n_d, 1))
     for q0 in range(0, n_q, per):
         q1 = min(n_q, q0 + per)
         if scan is not None:
             score = scan.scores(q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend)
-        else:
-            pair_q = torch.arange(q0, q1, device=dev).repeat_interleave(n_d)
-            score = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, targets.repeat(q1 - q0), table, gap_open,
-                           gap_extend, mode, False)[0]
+        else:  # every pair of these queries: align_pairs runs them in launches of bounded scratch
+            pair_q = torch.arange(q0, q1, device=dev)[:, None].expand(q1 - q0, n_d).reshape(-1)
+            pair_t = targets[None, :].expand(q1 - q0, n_d).reshape(-1)
+            score = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode,
+                           False)[0]
+            del pair_q, pair_t
         # the best scores, ties to the smallest database index: one int64 key each
         key = (score.to(torch.int64).view(q1 - q0, n_d) << 32) + ((1 << 32) - 1 - targets)
         keys[q0:q1] = torch.topk(key, k, dim=1).values
     scores = (keys >> 32).to(torch.int32)
     indices = (1 << 32) - 1 - (keys & 0xFFFFFFFF)
     # the ends of the chosen pairs only
-    pair_q = torch.arange(n_q, device=dev).repeat_interleave(k)
+    pair_q = torch.arange(n_q, device=dev)[:, None].expand(n_q, k).reshape(-1)
     _, q_end, t_end = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, indices.reshape(-1), table, gap_open,
                              gap_extend, mode, True)
     return scores, indices, t_end.view(n_q, k), q_end.view(n_q, k)

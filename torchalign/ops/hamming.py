@@ -189,9 +189,9 @@ def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor
             counter, pos, pat, dist = K.hamming_windows(*args, search=True, capacity=n)
         pos, pat, dist = pos[:n], pat[:n], dist[:n]
     else:
-        pos, pat, dist = cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, code_bound,
-                                             table, k, search=True)
-        _raise_if_too_many(pos.numel(), max_hits)
+        n, pos, pat, dist = cpu.hamming_windows(text_codes, text_offsets, codes, starts, lens, code_bound,
+                                                table, k, search=True, capacity=max_hits)
+        _raise_if_too_many(n, max_hits)
     return _sorted_hits(pos, pat.to(torch.int64), dist, n_pat, text_offsets, text_codes.numel())
 
 
