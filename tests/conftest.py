@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -71,3 +72,16 @@ def kernels_on_cpu(monkeypatch):
     """Route CPU tensors through the Triton kernels (under the interpreter)."""
     assert INTERPRET, "interpreter tests need TRITON_INTERPRET=1"
     monkeypatch.setenv("TORCHALIGN_CPU_BACKEND", "triton")
+
+
+# ---- hypothesis: lengths that cross the kernels' boundaries --------------------------------
+def lengths(edges, high: int, low: int = 0):
+    """Lengths at and beside each boundary in ``edges`` (b - 1, b, b + 1: a tile's or a
+    word's edge, a chunk's size), mixed with uniform ones in [low, high]."""
+    near = sorted({x for b in edges for x in (b - 1, b, b + 1) if x >= low})
+    return st.one_of(st.sampled_from(near), st.integers(low, high))
+
+
+def texts(alphabet: str, edges, high: int, low: int = 0):
+    """Strings over ``alphabet`` whose lengths are drawn by ``lengths``."""
+    return lengths(edges, high, low).flatmap(lambda n: st.text(alphabet, min_size=n, max_size=n))

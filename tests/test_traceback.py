@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 import torchalign as ta
 
 from . import traceback_cases as cases
-from .conftest import read_fasta
+from . import reference as ref
+from .conftest import read_fasta, texts
 
 
 def test_alignments_match_reference_and_biopython(rng):
@@ -24,7 +25,14 @@ def test_edges():
 
 
 def test_long_pair_past_int16(rng):
-    cases.check_long("cpu", rng, n=3100, scores=False)  # (align_score's ends: the other tests; it costs a DP)
+    cases.check_long("cpu", rng, n=3100)
+
+
+def test_long_pair_worked_out_by_hand(rng):
+    """check_long's expected alignment (worked out by hand) is the reference traceback's."""
+    for n in (30, 41):
+        q, t, want = cases.long_pair(rng, n)
+        assert ref.traceback(q, t, ta.Scoring().score, 11, 1, "local") == want
 
 
 def test_real_proteins_against_parasail(rng):
@@ -50,22 +58,26 @@ def test_many_pairs_in_groups(monkeypatch, rng):
     assert ta.traceback(qs, ts, mode="global") == want
 
 
+# lengths across the align kernel's 48-row tiles and the CPU code's 64-row groups
+SEQS = texts("ACDEWX*", (48, 64), 14)
+
+
 @settings(deadline=None, max_examples=30)
-@given(st.text(alphabet="ACDEWX*", max_size=14), st.text(alphabet="ACDEWX*", max_size=14),
-       st.sampled_from(cases.GAPS), st.sampled_from(cases.MODES))
-def test_properties(q, t, gaps, mode):
-    """Any path re-scores to align_score's score and ends where it does; local paths
-    start and end on a positive-scoring column (the shortest of equal alignments)."""
+@given(st.lists(st.tuples(SEQS, SEQS), min_size=1, max_size=3), st.sampled_from(cases.GAPS),
+       st.sampled_from(cases.MODES))
+def test_properties(pairs, gaps, mode):
+    """Every path's score and ends are the plain Python DP's and its CIGAR re-scores to that
+    score; local paths start and end on a positive-scoring column (the shortest of equal
+    alignments)."""
     sc = ta.Scoring(gap_open=gaps[0], gap_extend=gaps[1])
-    a = ta.traceback([q], [t], sc, mode)[0]
-    s = ta.align_score([q], [t], sc, mode)
-    assert (a.score, a.query_end, a.target_end) == (s.score.item(), s.query_end.item(), s.target_end.item())
-    assert cases.rescore(a, q, t, sc, mode) == a.score
-    if mode == "local" and a.columns:
-        ops = cases.expand(a.cigar)
-        assert ops[0] in "=X" and ops[-1] in "=X"
-        assert sc.score(a.query_aligned[0], a.target_aligned[0]) > 0
-        assert sc.score(a.query_aligned[-1], a.target_aligned[-1]) > 0
+    qs, ts = (list(x) for x in zip(*pairs))
+    for a, q, t in zip(ta.traceback(qs, ts, sc, mode), qs, ts):
+        cases.check_alignment(a, q, t, sc, mode)
+        if mode == "local" and a.columns:
+            ops = cases.expand(a.cigar)
+            assert ops[0] in "=X" and ops[-1] in "=X"
+            assert sc.score(a.query_aligned[0], a.target_aligned[0]) > 0
+            assert sc.score(a.query_aligned[-1], a.target_aligned[-1]) > 0
 
 
 def test_render():
@@ -142,15 +154,14 @@ def test_kernels_match_reference(monkeypatch, rng, block, mode):
     from torchalign_kernels import traceback as K
 
     monkeypatch.setattr(K, "BLOCK", block)
-    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 2, 9, 17), modes=(mode,), gaps=((11, 1), (5, 5), (3, 0)),
-                          scores=False)
+    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 2, 9, 17), modes=(mode,), gaps=((11, 1), (5, 5), (3, 0)))
 
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
 def test_kernels_dna(rng):
     cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 9, 30), gaps=((5, 2), (3, 3)),
-                          scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN", scores=False)
+                          scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN")
 
 
 @pytest.mark.interpret
