@@ -138,10 +138,10 @@ def bio_blocks(aln, mode):
     return pts
 
 
-def check_dna(device, rng, n=10):
+def check_dna(device, rng, n=10, gaps=((5, 2), (3, 3))):
     """match / mismatch scoring on DNA, N included."""
-    check_reference(device, rng, n=n, lengths=(0, 1, 9, 30), gaps=((5, 2), (3, 3)),
-                    scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN")
+    check_reference(device, rng, n=n, lengths=(0, 1, 9, 30), gaps=gaps, scoring_kw=dict(match=2, mismatch=-3),
+                    letters="ACGTN")
 
 
 def check_edges(device):
@@ -238,7 +238,7 @@ def same_as_cpu(got, qs, ts, sc, mode):
 
 def real_pairs(rng: random.Random, queries, proteome, n=4, q_len=300, t_len=400):
     pairs = [(rng.choice(queries)[:q_len], rng.choice(proteome)[:t_len]) for _ in range(n)]
-    return pairs + [(p[10:200], p[: t_len]) for p in rng.sample(proteome, n)]  # a protein and a piece of itself
+    return pairs + [(p[10 : 10 + min(190, q_len)], p[:t_len]) for p in rng.sample(proteome, n)]  # a piece of itself
 
 
 def check_top_hits(device, rng):
