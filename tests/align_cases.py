@@ -33,8 +33,12 @@ def related(rng: random.Random, q: str, letters=AA) -> str:
     return rand_protein(rng, rng.randint(0, 8), letters) + "".join(core) + rand_protein(rng, rng.randint(0, 8), letters)
 
 
-def pairs(rng: random.Random, n: int, lengths, letters=AA):
+def pairs(rng: random.Random, n: int, lengths, letters=AA, t_lengths=None):
+    """n (query, target) pairs, queries of ``lengths``; targets mostly related to their query,
+    or with ``t_lengths`` random of those lengths (short targets: cheap DPs of long queries)."""
     qs = [rand_protein(rng, rng.choice(lengths), letters) for _ in range(n)]
+    if t_lengths:
+        return qs, [rand_protein(rng, rng.choice(t_lengths), letters) for _ in qs]
     ts = [related(rng, q, letters) if q and rng.random() < 0.6 else rand_protein(rng, rng.choice(lengths), letters)
           for q in qs]
     return qs, ts
@@ -66,12 +70,12 @@ def got_tuples(s: ta.Scores):
 
 
 def check_reference(device, rng, n=12, lengths=(0, 1, 2, 7, 16, 17, 40), modes=MODES, gaps=GAPS,
-                    scoring_kw=None, letters=AA):
+                    scoring_kw=None, letters=AA, t_lengths=None):
     """Scores and ends equal the cell-by-cell reference; scores equal Biopython's."""
     for mode in modes:
         for go, ge in gaps:
             sc = ta.Scoring(gap_open=go, gap_extend=ge, **(scoring_kw or {}))
-            qs, ts = pairs(rng, n, lengths, letters)
+            qs, ts = pairs(rng, n, lengths, letters, t_lengths)
             got = got_tuples(ta.align_score(ta.encode(qs, sc.alphabet, device), ta.encode(ts, sc.alphabet, device),
                                             sc, mode))
             assert got == [ref.align_score(q, t, sc.score, go, ge, mode) for q, t in zip(qs, ts)], (mode, go, ge)
@@ -129,29 +133,38 @@ def check_long_scores(device, rng, n=3000):
     check_parasail(device, rng, [(q, t), (t[:2000], q), (q[:1000], "A" * 50 + q[:990])])
 
 
-def check_search(device, rng, n_q=4, n_db=17, lengths=(0, 1, 5, 16, 17, 40), top_k=5, modes=MODES):
-    """Top-k against every pair scored by the reference: scores, indices (ties: the
-    smaller index), both ends; top_k past the database size gives the whole database."""
-    sc = ta.Scoring()
+def check_search(device, rng, n_q=4, n_db=17, lengths=(0, 1, 5, 16, 17, 40), top_k=5, modes=MODES,
+                 stream=(30, 10**6), past_end=True):
+    """Top-k against every pair scored by the reference (check_top_k); ``past_end``: top_k
+    past the database size too (the whole database); ``stream``: streamed in slices of one
+    of these many residues too (() for none)."""
     qs = [rand_protein(rng, rng.choice(lengths)) for _ in range(n_q)]
     db = [related(rng, rng.choice(qs)) if rng.random() < 0.5 else rand_protein(rng, rng.choice(lengths))
           for _ in range(n_db)]
     db += db[:2]  # exact duplicates: tied scores
     for mode in modes:
-        every = [[ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode) for t in db] for q in qs]
-        for k in (top_k, len(db) + 3):
-            r = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein", device), sc, k, mode=mode)
-            assert r.scores.shape == (n_q, min(k, len(db))) and r.scores.dtype == torch.int32
-            # streamed in slices from a host copy: the same result
-            streamed = ta.search(ta.encode(qs, "protein", device), ta.encode(db, "protein"), sc, k, mode=mode,
-                                 batch_residues=rng.choice([30, 10**6]))
+        check_top_k(device, qs, db, ta.Scoring(), mode, (top_k, len(db) + 3) if past_end else (top_k,),
+                    rng.choice(stream) if stream else None)
+
+
+def check_top_k(device, qs, db, sc, mode, ks, batch_residues=None):
+    """ta.search's scores, indices (ties: the smaller index) and both ends against every
+    pair scored by the reference, for each top_k in ``ks``; with ``batch_residues``, the
+    database streamed in slices from a host copy gives the same result."""
+    every = [[ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode) for t in db] for q in qs]
+    q, d = ta.encode(qs, sc.alphabet, device), ta.encode(db, sc.alphabet, device)
+    for k in ks:
+        r = ta.search(q, d, sc, k, mode=mode)
+        assert r.scores.shape == (len(qs), min(k, len(db))) and r.scores.dtype == torch.int32
+        if batch_residues:
+            streamed = ta.search(q, ta.encode(db, sc.alphabet), sc, k, mode=mode, batch_residues=batch_residues)
             assert all(torch.equal(x, y) for x, y in zip(r, streamed)), mode
-            for i, every_i in enumerate(every):
-                order = sorted(range(len(db)), key=lambda x: (-every_i[x][0], x))[: min(k, len(db))]
-                assert r.indices[i].tolist() == order, (mode, i)
-                assert r.scores[i].tolist() == [every_i[x][0] for x in order]
-                assert r.query_ends[i].tolist() == [every_i[x][1] for x in order]
-                assert r.ends[i].tolist() == [every_i[x][2] for x in order]
+        for i, every_i in enumerate(every):
+            order = sorted(range(len(db)), key=lambda x: (-every_i[x][0], x))[: min(k, len(db))]
+            assert r.indices[i].tolist() == order, (mode, i)
+            assert r.scores[i].tolist() == [every_i[x][0] for x in order]
+            assert r.query_ends[i].tolist() == [every_i[x][1] for x in order]
+            assert r.ends[i].tolist() == [every_i[x][2] for x in order]
 
 
 def check_search_wrap(device, rng, lengths=(40, 70)):

@@ -1,12 +1,14 @@
 """Test tiers: CPU (default), interpreter (`TRITON_INTERPRET=1 pytest -m interpret`, its
 own process), GPU (`pytest -m gpu`, skipped without CUDA)."""
 
+import inspect
 import os
 import random
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
@@ -58,6 +60,27 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+def pytest_terminal_summary(terminalreporter):
+    """On a GPU: how many variants of each Triton kernel this process compiled (or loaded
+    from Triton's cache). Triton compiles a kernel once per constexpr set and per class of
+    each int argument (1, a multiple of 16, other) and of pointer alignment, seconds each:
+    the GPU tier's time goes there."""
+    import sys
+
+    counts = {}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torchalign_kernels."):
+            for attr, obj in vars(module).items():
+                caches = getattr(obj, "device_caches", None)  # a JITFunction's compiled kernels, per device
+                n = sum(len(c[0]) for c in caches.values()) if isinstance(caches, dict) else 0
+                if n:
+                    counts[f"{name.split('.', 1)[1]}.{attr}"] = n
+    if counts:
+        terminalreporter.write_sep("-", f"Triton kernel variants compiled: {sum(counts.values())}")
+        for key, n in sorted(counts.items(), key=lambda x: -x[1]):
+            terminalreporter.write_line(f"{n:5d}  {key}")
+
+
 @pytest.fixture
 def rng():
     """A fresh random generator per test; its seed is printed (shown on failure)."""
@@ -66,8 +89,27 @@ def rng():
     return random.Random(seed)
 
 
+def set_defaults(monkeypatch, fn, **values):
+    """Change keyword defaults of ``fn`` for one test (launchers take tile sizes as defaults)."""
+    names = list(inspect.signature(fn).parameters)[-len(fn.__defaults__):]
+    monkeypatch.setattr(fn, "__defaults__", tuple(values.get(n, d) for n, d in zip(names, fn.__defaults__)))
+
+
 @pytest.fixture
 def kernels_on_cpu(monkeypatch):
     """Route CPU tensors through the Triton kernels (under the interpreter)."""
     assert INTERPRET, "interpreter tests need TRITON_INTERPRET=1"
     monkeypatch.setenv("TORCHALIGN_CPU_BACKEND", "triton")
+
+
+# ---- hypothesis: lengths that cross the kernels' boundaries --------------------------------
+def lengths(edges, high: int, low: int = 0):
+    """Lengths at and beside each boundary in ``edges`` (b - 1, b, b + 1: a tile's or a
+    word's edge, a chunk's size), mixed with uniform ones in [low, high]."""
+    near = sorted({x for b in edges for x in (b - 1, b, b + 1) if x >= low})
+    return st.one_of(st.sampled_from(near), st.integers(low, high))
+
+
+def texts(alphabet: str, edges, high: int, low: int = 0):
+    """Strings over ``alphabet`` whose lengths are drawn by ``lengths``."""
+    return lengths(edges, high, low).flatmap(lambda n: st.text(alphabet, min_size=n, max_size=n))

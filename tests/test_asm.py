@@ -5,13 +5,12 @@ import random
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import torchalign as ta
 
 from . import asm_cases as cases
 from . import reference as ref
-from .conftest import read_fasta
+from .conftest import read_fasta, texts
 from .hamming_cases import mutate, rand_seq
 
 
@@ -70,28 +69,36 @@ def test_real_genes_in_the_contig():
         assert planted[q] in hits.end[mine].tolist()
 
 
-def test_multi_megabase_text():
-    """A 5 Mbp text: the CPU goes in overlapping chunks; a match across a chunk edge is found."""
+def test_text_in_chunks(monkeypatch):
+    """A long text goes in overlapping chunks (_CELLS / patterns ends each: 4 Mbp for one
+    pattern, 4,096 here); a match across a chunk edge is found, with its start."""
+    from torchalign.cpu import asm as cpu
+
+    monkeypatch.setattr(cpu, "_CELLS", 1 << 12)
     rng = random.Random(5)
-    text = bytearray(rand_seq(rng, 5_000_000).encode())
+    text = bytearray(rand_seq(rng, 10_000).encode())
     p = rand_seq(rng, 40)
-    at = 4_194_304 - 20  # straddles the first chunk edge of a one-pattern search
+    at = 4_096 - 20  # straddles the first chunk edge of a one-pattern search
     text[at : at + 40] = mutate(rng, p, 2).encode()
     hits = ta.asm_search(bytes(text), p, 2, alphabet="dna")
     assert at + 40 in hits.end.tolist()
     assert int(hits.start[hits.end.tolist().index(at + 40)]) == at
 
 
+# texts across the kernels' 64-code chunks, patterns across Myers' 64-code words
 @settings(max_examples=40, deadline=None)
-@given(st.text("ACG", max_size=25), st.text("ACG", min_size=1, max_size=8))
+@given(texts("ACG", (64, 128), 25), texts("ACG", (64,), 8, low=1))
 def test_properties(text, pattern):
     d, end = ta.asm_best(text, pattern, alphabet="dna")
     d, end = int(d), int(end)
+    column = ref.asm_column(pattern, text)  # the least distance of a substring ending at each position
+    assert (d, end) == (min(column), column.index(min(column)))
     assert 0 <= d <= len(pattern) and d <= ref.levenshtein(pattern, text)
-    assert d == min(ref.levenshtein(pattern, text[s:e]) for e in range(len(text) + 1) for s in range(e + 1))
+    if len(text) <= 25:  # the definition, by brute force over every substring
+        assert d == min(ref.levenshtein(pattern, text[s:e]) for e in range(len(text) + 1) for s in range(e + 1))
     assert ref.levenshtein(pattern, text[end - (len(pattern) + d) if end >= len(pattern) + d else 0 : end]) >= d
     prof = ta.asm_profile(text, pattern, alphabet="dna")[0].tolist()
-    assert min(prof + [len(pattern)]) == d
+    assert prof == column[1:] and min(prof + [len(pattern)]) == d
 
 
 def test_errors():

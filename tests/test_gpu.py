@@ -214,17 +214,24 @@ def test_levenshtein_band(monkeypatch, rng):
     lev.check_band("cuda", rng, lengths=(130, 200, 700), bounds=(0, 5, 64, 65), n=30)
 
 
+# Triton compiles a kernel per MODE and per class of each int argument (1, a multiple of 16,
+# other): gaps (11, 1) and (3, 0) are two classes of the four; counts of pairs that are
+# neither 1 nor a multiple of 16 share one. (Every gap value: the CPU and interpreter tiers.)
+GPU_GAPS = ((11, 1), (3, 0))
+
+
 def test_align_scores(rng):
     """Scores and ends against the reference and Biopython (every mode, affine and
     linear gaps, DNA scoring), edge cases, and a batch the size of a real launch against
     the CPU implementation."""
     from . import align_cases as al
 
-    al.check_reference("cuda", rng, n=40, lengths=(0, 1, 15, 47, 48, 49, 100))
-    al.check_dna("cuda", rng, n=40)
+    al.check_reference("cuda", rng, n=40, lengths=(0, 1, 15, 47, 48, 49, 100), gaps=GPU_GAPS)
+    al.check_reference("cuda", rng, n=40, lengths=(0, 1, 9, 30), modes=("local",), gaps=GPU_GAPS[1:],
+                       scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN")  # DNA: a table of 16 codes
     al.check_edges("cuda")
     qs, ts = al.pairs(rng, 3000, (1, 50, 200, 400))
-    qs += [al.rand_protein(rng, rng.choice([40, 700, 2000])) for _ in range(12)]  # long targets: align_wave
+    qs += [al.rand_protein(rng, rng.choice([700, 2000])) for _ in range(12)]  # long targets: align_wave
     ts += [al.related(rng, q) + al.rand_protein(rng, rng.choice([1100, 2500])) for q in qs[-12:]]
     for mode in al.MODES:
         sc = ta.Scoring()
@@ -252,7 +259,7 @@ def test_search(rng):
     from . import align_cases as al
     from .conftest import read_fasta
 
-    al.check_search("cuda", rng, n_q=4, n_db=120, lengths=(0, 1, 16, 33, 70), top_k=10)
+    al.check_search("cuda", rng, n_q=4, n_db=120, lengths=(0, 1, 16, 33, 70), top_k=10, stream=(10**6,))
     al.check_search_wrap("cuda", rng)  # scores past int16 in the packed DPX scan
     proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
     queries = [s for _, s in read_fasta("swissprot_queries20.fa")]

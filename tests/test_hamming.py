@@ -10,7 +10,7 @@ import torchalign as ta
 
 from . import hamming_cases as cases
 from . import reference as ref
-from .conftest import read_fasta
+from .conftest import lengths, read_fasta, texts
 
 
 @pytest.mark.parametrize("alphabet", ["dna", "protein", "bytes"])
@@ -81,24 +81,24 @@ def test_real_data_contig():
 
 
 # ---- properties ------------------------------------------------------------------------
-seqs = st.text(alphabet="ACGT", min_size=0, max_size=30)
-
-
-@settings(deadline=None, max_examples=60)
+# lengths across the kernels' one-hot K-tiles (8 DNA positions) and tiles of 128 windows
+@settings(deadline=None, max_examples=40)
 @given(st.data())
 def test_metric_properties(data):
-    n = data.draw(st.integers(0, 30))
+    n = data.draw(lengths((8, 16, 128), 30))
     x, y, z = (data.draw(st.text(alphabet="ACGTN", min_size=n, max_size=n)) for _ in range(3))
     d = ta.hamming_cdist([x, y, z], [x, y, z], alphabet="dna")
     assert (d.diagonal() == 0).all() and torch.equal(d, d.T)
     assert d[0, 2] <= d[0, 1] + d[1, 2]
     assert 0 <= d.min() and d.max() <= n
+    assert d[0, 1] == ref.hamming(x, y)
 
 
 @settings(deadline=None, max_examples=40)
-@given(text=seqs, pattern=st.text(alphabet="ACGTN", min_size=1, max_size=8), k=st.integers(0, 8))
+@given(text=texts("ACGT", (128, 256), 30), pattern=texts("ACGTN", (8, 16), 8, low=1), k=st.integers(0, 8))
 def test_search_matches_profile(text, pattern, k):
     prof = ta.hamming_profile(text, pattern, alphabet="dna")[0]
+    assert prof.tolist() == ref.profile([text], [pattern])[0]
     hits = ta.kmismatch_search(text, pattern, k, alphabet="dna")
     mask = (prof >= 0) & (prof <= k)
     assert hits.position.tolist() == torch.nonzero(mask).flatten().tolist()

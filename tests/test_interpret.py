@@ -5,13 +5,20 @@ import random
 
 import pytest
 import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 import torchalign as ta
 
 from . import hamming_cases as cases
 from . import reference as ref
+from .conftest import lengths, set_defaults, texts
 
 pytestmark = [pytest.mark.interpret, pytest.mark.usefixtures("kernels_on_cpu")]
+# hypothesis: lengths across the kernels' boundaries, few examples (the interpreter is slow),
+# no shrinking (a failing example is reported as drawn, not after minutes of interpreted reruns)
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+                phases=(Phase.explicit, Phase.reuse, Phase.generate))
 
 
 @pytest.mark.parametrize("alphabet", ["dna", "bytes"])
@@ -83,6 +90,21 @@ def test_launch_helpers_directly():
         assert torch.equal(K.hamming_cdist(a, b, n_symbols, block_m=16, block_n=16), want)
 
 
+@settings(max_examples=10, **SETTINGS)
+@given(st.lists(texts("ACGTN", (128,), 20), min_size=1, max_size=2),
+       st.lists(texts("ACGTN", (8, 16), 8, low=1), min_size=1, max_size=3), st.integers(0, 3), st.booleans())
+def test_hamming_tiles(texts_, patterns, k, iupac):
+    """Profiles and k-mismatch hits against the reference: texts across a tile of 128
+    windows, patterns across the one-hot K-tiles of 8 DNA positions; the pairs' matrix."""
+    prof = ta.hamming_profile(texts_, patterns, alphabet="dna", iupac=iupac)
+    assert prof.tolist() == ref.profile(texts_, patterns, iupac=iupac)
+    hits = ta.kmismatch_search(texts_, patterns, k, alphabet="dna", iupac=iupac)
+    got = list(zip(*(x.tolist() for x in (hits.pattern, hits.text, hits.position, hits.distance, hits.strand))))
+    assert got == ref.kmismatch(texts_, patterns, k, iupac=iupac)
+    same = [t[: len(texts_[0])] for t in texts_ if len(t) >= len(texts_[0])]
+    assert ta.hamming_cdist(same, same, alphabet="dna").tolist() == [[ref.hamming(x, y) for y in same] for x in same]
+
+
 # ---- Levenshtein -----------------------------------------------------------------------
 @pytest.mark.parametrize("algorithm", ["myers", "dp"])
 def test_levenshtein_pairs(rng, algorithm):
@@ -105,7 +127,7 @@ def test_levenshtein_cdist_tokens_boundaries(rng, algorithm):
     lev.check_cdist("cpu", rng, lengths=(0, 1, 7, 33), na=5, nb=4, algorithm=algorithm)
     lev.check_tokens("cpu", rng, n=5, max_len=20, algorithm="dp" if algorithm == "dp" else "auto")
     lev.check_unicode_chars("cpu", rng, n=4, algorithm="dp" if algorithm == "dp" else "auto")
-    lev.check_max_distance_boundaries("cpu", rng, n=4, algorithm=algorithm)
+    # (max_distance at and below each distance: test_levenshtein_words)
 
 
 def test_levenshtein_myers_multiword(rng):
@@ -147,6 +169,32 @@ def test_myers_launcher_small_groups(monkeypatch):
     assert got.tolist() == [ref.levenshtein(x, y) for x, y in zip(seqs, seqs[::-1])]
 
 
+WORDS = (64, 128)  # Myers' 64-code words: 1 and 2 in registers, 3 or more on the wavefront or the band
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(st.lists(st.tuples(texts("ACGT", WORDS, 20), texts("ACGT", WORDS, 20)), min_size=1, max_size=2),
+       st.sampled_from(("none", "d", "d - 1", "drawn")), lengths((0, 64), 70), st.sampled_from(("myers", "band", "dp")))
+def test_levenshtein_words(monkeypatch, pairs, bound, drawn, algorithm):
+    """Distances of pairs and of their matrix against rapidfuzz: lengths across 1, 2 and 3
+    words (and the DP kernel's 128-column rows); no bound, or a bound at the first pair's
+    distance d, at d - 1, or drawn: Ukkonen's cut-off, or ("band") the band kernel for
+    every multiword pattern; values above the bound come back as bound + 1."""
+    from rapidfuzz.distance import Levenshtein
+    from torchalign_kernels import myers
+
+    monkeypatch.setattr(myers, "BAND_SHARE", 0 if algorithm == "band" else 4)
+    algorithm = "myers" if algorithm == "band" else algorithm
+    a, b = (list(x) for x in zip(*pairs))
+    want = [[Levenshtein.distance(x, y) for y in b] for x in a]
+    bound = {"none": None, "d": want[0][0], "d - 1": max(want[0][0] - 1, 0), "drawn": drawn}[bound]
+    cap = (lambda d: d) if bound is None else (lambda d: min(d, bound + 1))  # noqa: E731
+    got = ta.levenshtein(a, b, alphabet="dna", algorithm=algorithm, max_distance=bound)
+    assert got.tolist() == [cap(want[i][i]) for i in range(len(a))]
+    got = ta.levenshtein_cdist(a, b, alphabet="dna", algorithm=algorithm, max_distance=bound)
+    assert got.tolist() == [[cap(d) for d in row] for row in want]
+
+
 # ---- approximate matching (k differences) -------------------------------------------------
 @pytest.mark.parametrize("k,both_strands", [(0, False), (2, True)])
 def test_asm_search(rng, k, both_strands):
@@ -167,7 +215,7 @@ def test_asm_row_parallel_dp(rng):
 
     asm.check_search("cpu", rng, k=2, both_strands=True, algorithm="dp", text_lens=(0, 1, 40, 300),
                      pat_lens=(1, 5, 70))
-    asm.check_best_and_profile("cpu", rng, algorithm="dp", text_lens=(0, 1, 100, 300), pat_lens=(1, 20, 70))
+    asm.check_best_and_profile("cpu", rng, algorithm="dp", text_lens=(0, 1, 100, 150), pat_lens=(1, 20, 70))
     asm.check_tokens_and_unicode("cpu", rng, algorithm="dp")
 
 
@@ -209,56 +257,144 @@ def test_myers_column_in_memory(monkeypatch, rng):
 
 
 def test_myers_band(monkeypatch, rng):
-    """Ukkonen's band forced for every multiword pattern with a bound: max_distance at
-    and around the boundaries, k-difference search and its starts."""
+    """Ukkonen's band forced for every multiword pattern with a bound: max_distance on pairs
+    of 3 and 4 words, k-difference search and its starts. (Bounds at and below a pair's
+    distance, the cut-off in registers: test_levenshtein_words.)"""
     from torchalign_kernels import myers
 
     from . import asm_cases as asm
     from . import levenshtein_cases as lev
 
-    lev.check_band("cpu", rng, lengths=(5, 50, 70, 128), bounds=(0, 3, 30), n=6)  # the cut-off in registers
     monkeypatch.setattr(myers, "BAND_SHARE", 0)
-    lev.check_band("cpu", rng, lengths=(130, 200), bounds=(0, 5, 64), n=3)
+    lev.check_band("cpu", rng, lengths=(130, 200), bounds=(0, 64), n=3, boundaries=False)
     for k in (0, 4):
-        asm.check_search("cpu", rng, k=k, text_lens=(0, 300), pat_lens=(130, 150), n_texts=2, n_pat=2)
+        asm.check_search("cpu", rng, k=k, text_lens=(150, 200), pat_lens=(130, 150), n_texts=2, n_pat=2)
 
-def test_align_kernel(rng):
-    """The inter-task alignment kernel: tiles of 48 rows, queries of 47, 48, 49 and 97
-    residues (tile edges), every mode, affine and linear gaps, DNA scoring, edge cases."""
+@settings(max_examples=10, **SETTINGS)
+@given(st.lists(texts("ACG", (16, 32), 40), min_size=1, max_size=2), st.lists(lengths((64,), 8, low=1), min_size=1,
+       max_size=2), st.integers(0, 3), st.sampled_from(("myers", "dp")), st.randoms(use_true_random=False))
+def test_asm_chunks_and_words(monkeypatch, texts_, pat_lens, k, algorithm, rnd):
+    """k-difference hits with their starts, best matches and profiles against the reference:
+    texts across chunk edges (chunks of 16 ends: MAX_CHUNK; the DP kernel's rows in blocks
+    of 16 columns), patterns (mostly cut from the texts, edited) across a 64-code word."""
+    from torchalign_kernels import asm, asm_rows
+
+    from . import asm_cases
+
+    monkeypatch.setattr(asm, "MAX_CHUNK", 16)
+    set_defaults(monkeypatch, asm_rows.run, block=16)
+    src = "".join(texts_)
+    patterns = []
+    for m in pat_lens:
+        i = rnd.randrange(len(src) - m + 1) if len(src) >= m and rnd.random() < 0.7 else None
+        patterns.append(cases.mutate(rnd, src[i : i + m], rnd.randint(0, 2), "ACG") if i is not None
+                        else cases.rand_seq(rnd, m, "ACG"))
+    hits = ta.asm_search(texts_, patterns, k, alphabet="dna", algorithm=algorithm)
+    assert asm_cases.hit_tuples(hits) == ref.asm_hits(texts_, patterns, k)
+    d, end = ta.asm_best(texts_, patterns, alphabet="dna", algorithm=algorithm)
+    assert (d.tolist(), end.tolist()) == ref.asm_best(texts_, patterns)
+    prof = ta.asm_profile(texts_, patterns, alphabet="dna", algorithm=algorithm)
+    assert prof.tolist() == [sum((ref.asm_column(p, t)[1:] for t in texts_), []) for p in patterns]
+
+
+def test_align_kernel(monkeypatch, rng):
+    """The alignment kernels with the GPU's 48-row tiles: queries of 47, 48 and 49 residues
+    (tile edges; short targets: the columns do not matter to them), every mode, affine and
+    linear gaps, DNA scoring, edge cases; the wavefront kernel over one and two passes of 2
+    tiles (local). Tiles and passes at random lengths, every mode: the hypothesis tests below
+    (8-row tiles)."""
+    from torchalign_kernels import align, align_wave
+
     from . import align_cases as al
 
-    al.check_reference("cpu", rng, n=5, lengths=(0, 1, 47, 48, 49, 97), gaps=((11, 1), (3, 0)))
-    al.check_dna("cpu", rng, n=4)
+    al.check_reference("cpu", rng, n=5, lengths=(0, 1, 47, 48, 49), gaps=((11, 1), (3, 0)), t_lengths=(0, 1, 5, 9))
+    al.check_reference("cpu", rng, n=4, lengths=(0, 1, 9), gaps=((5, 2),), scoring_kw=dict(match=2, mismatch=-3),
+                       letters="ACGTN")
     al.check_edges("cpu")
+    monkeypatch.setattr(align, "LONG_TARGET", 9)  # one pair per program (a wavefront of 2 tiles: 96 rows)
+    monkeypatch.setattr(align_wave, "W_MAX", 2)
+    al.check_reference("cpu", rng, n=2, lengths=(49, 97), modes=("local",), gaps=((11, 1),), t_lengths=(9, 10))
 
 
-def test_align_long_targets_wavefront(monkeypatch, rng):
-    """Targets past LONG_TARGET run one pair per program, row tiles as a wavefront; with
-    two lanes per pass, queries of 100 take two passes. In a search, the database's long
-    chunks go there (beside the packed scan of the rest)."""
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """The alignment kernels' code at sizes the interpreter crosses cheaply: tiles of 8 query
+    rows (inter-task, wavefront and scan kernels), targets of 20 or more on the wavefront
+    with 2 tiles (16 rows) per pass, scan chunks of 2 x 2 sequences. (Under the interpreter
+    a step costs the same at any width, so narrow chunks only add steps: tests that need no
+    chunk edges keep 32 lanes.)"""
     from torchalign_kernels import align, align_scan, align_wave
+
+    set_defaults(monkeypatch, align.align_pairs, rows=8)
+    monkeypatch.setattr(align, "LONG_TARGET", 20)
+    monkeypatch.setattr(align_wave, "W_MAX", 2)
+    monkeypatch.setattr(align_scan, "ROWS", 8)
+    monkeypatch.setattr(align_scan, "LANES", 2)
+
+
+FEW = "ACDEWHK"  # few letters: random pairs share more
+TILES = (8, 16, 24)  # edges of 8-row tiles; 16 rows: one wavefront pass, 24: a second pass
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(st.lists(st.tuples(texts(FEW, TILES, 12), texts(FEW, (20,), 12)), min_size=1, max_size=4),
+       st.sampled_from(("local", "global", "semiglobal")), st.sampled_from(((11, 1), (3, 0))))
+def test_align_tiles_and_wavefront(small_tiles, pairs, mode, gaps):
+    """Scores and ends of the inter-task and wavefront kernels against the reference,
+    queries across tile and pass edges, targets across LONG_TARGET."""
+    sc = ta.Scoring(gap_open=gaps[0], gap_extend=gaps[1])
+    qs, ts = (list(x) for x in zip(*pairs))
+    s = ta.align_score(qs, ts, sc, mode)
+    got = list(zip(s.score.tolist(), s.query_end.tolist(), s.target_end.tolist()))
+    assert got == [ref.align_score(q, t, sc.score, *gaps, mode) for q, t in zip(qs, ts)]
+
+
+SCAN_LONG, SCAN_WAVE = 12, 14  # (small_tiles: scan chunks of 4 sequences)
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(st.lists(lengths((SCAN_WAVE,), SCAN_WAVE + 1, low=SCAN_LONG), min_size=1, max_size=2),
+       st.lists(lengths(TILES[:1], SCAN_LONG - 1), min_size=8, max_size=9),
+       st.lists(lengths(TILES[:2], 17), min_size=1, max_size=2), st.randoms(use_true_random=False))
+def test_search_scan_beside_long_chunks(small_tiles, monkeypatch, long, short, q_lens, rnd):
+    """ta.search (local) in every example: the database's chunks of SCAN_LONG residues or more
+    go to the pairs kernels (SCAN_WAVE or more: the wavefront) beside the packed int16 scan
+    of two or more shorter chunks (both counted); query lengths across the scan's 8-row
+    tiles; every score and both ends of every pair against the reference."""
+    from torchalign_kernels import align, align_scan
 
     from torchalign.ops import align as ops_align
 
     from . import align_cases as al
 
-    monkeypatch.setattr(align, "LONG_TARGET", 20)
-    monkeypatch.setattr(align_wave, "W_MAX", 2)
-    al.check_reference("cpu", rng, n=5, lengths=(0, 1, 17, 49, 100), gaps=((11, 1),))
-    monkeypatch.setattr(align_scan, "ROWS", 8)
-    monkeypatch.setattr(ops_align, "SCAN_LONG", 20)
-    monkeypatch.setattr(ops_align, "SCAN_WAVE", 20)
-    al.check_search("cpu", rng, n_q=2, n_db=6, lengths=(0, 1, 16, 33), top_k=3, modes=("local",))
+    monkeypatch.setattr(ops_align, "SCAN_LONG", SCAN_LONG)
+    monkeypatch.setattr(ops_align, "SCAN_WAVE", SCAN_WAVE)
+    monkeypatch.setattr(align, "LONG_TARGET", 1 << 30)  # the ends of every pair: the inter-task kernel
+    scans, longs = [], []
+    plain_scan, plain_pairs = align_scan.scan_query, ops_align._pairs
+    monkeypatch.setattr(align_scan, "scan_query", lambda *a, **kw: scans.append((a[4].chunk_lengths.numel(), a[5]))
+                        or plain_scan(*a, **kw))
+    monkeypatch.setattr(ops_align, "_pairs", lambda *a, **kw: longs.append(a[11:]) or plain_pairs(*a, **kw))
+    qs = [al.rand_protein(rnd, n, FEW) for n in q_lens]
+    db = [al.rand_protein(rnd, n, FEW) for n in long + short]
+    for i, q in enumerate(qs):  # a piece of a query, edited, in a short sequence
+        db[len(long) + i] = al.related(rnd, q, FEW)[: SCAN_LONG - 1]
+    al.check_top_k("cpu", qs, db, ta.Scoring(), "local", (len(db),))
+    assert len(scans) == len(qs) and all(chunk0 >= 1 and n_chunks - chunk0 >= 2 for n_chunks, chunk0 in scans)
+    assert (SCAN_WAVE,) in longs  # the long chunks' pairs (then the ends of every pair: track)
 
 
 def test_search_kernel(monkeypatch, rng):
-    """ta.search through the kernels: the packed int16 scan (local) or the pairs kernel
-    (global, semiglobal) for the scores, ends for the top hits; tiles of 8 rows (fast
-    under the interpreter; 17, 33 and 40 residues cross them)."""
-    from torchalign_kernels import align_scan
+    """ta.search through the kernels: the packed int16 scan (local; 32 lanes, 8-row tiles)
+    with scores past int16 (queries of 36 and 37 at match 900: 32,400 above the limit,
+    33,300 wrapped), found and recomputed; the pairs kernel (global, semiglobal) for the
+    scores; ends for the top hits."""
+    from torchalign_kernels import align, align_scan
 
     from . import align_cases as al
 
     monkeypatch.setattr(align_scan, "ROWS", 8)
-    al.check_search("cpu", rng, n_q=3, n_db=9, lengths=(0, 1, 16, 33), top_k=4)
-    al.check_search_wrap("cpu", rng)
+    set_defaults(monkeypatch, align.align_pairs, rows=8)
+    al.check_search_wrap("cpu", rng, lengths=(36, 37))
+    al.check_search("cpu", rng, n_q=2, n_db=6, lengths=(0, 1, 9, 17), top_k=8, modes=("global", "semiglobal"),
+                    stream=(), past_end=False)

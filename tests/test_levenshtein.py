@@ -12,7 +12,7 @@ import torchalign as ta
 
 from . import levenshtein_cases as cases
 from . import reference as ref
-from .conftest import read_fasta
+from .conftest import read_fasta, texts
 
 
 def test_pairs_many_lengths(rng):
@@ -65,7 +65,7 @@ def test_real_proteins():
 
 
 @settings(deadline=None, max_examples=50)
-@given(st.lists(st.text(alphabet="ACGT", max_size=20), min_size=3, max_size=3))
+@given(st.lists(texts("ACGT", (64, 128), 20), min_size=3, max_size=3))  # across Myers' 64-code words
 def test_metric_properties(seqs):
     d = ta.levenshtein_cdist(seqs, seqs, alphabet="dna")
     assert (d.diagonal() == 0).all() and torch.equal(d, d.T)

@@ -3,12 +3,28 @@ cases, bad input, properties and real data; interpreter and GPU tiers at the end
 
 import pytest
 import torch
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
 
 import torchalign as ta
 
 from . import primers_cases as cases
-from .conftest import read_fasta
-from .hamming_cases import rand_seq
+from .conftest import lengths, read_fasta
+from .hamming_cases import mutate, rand_seq
+
+# alpha across the kernels' 64-row words; k, the edit rate of beta's copies, a near copy of
+# a middle piece of alpha (answers past 64 rows) or not
+DRAWN = st.tuples(lengths((64,), 20), lengths((64,), 20), st.integers(1, 6), st.sampled_from((0.1, 0.3)),
+                  st.booleans(), st.randoms(use_true_random=False))
+
+
+def check_drawn(drawn):
+    n_alpha, n_beta, k, rate, copy, rnd = drawn
+    alpha, beta = cases.related(rnd, n_alpha, n_beta, rate)
+    if copy and alpha:
+        i, j = rnd.randrange(len(alpha) // 4 + 1), len(alpha) - rnd.randrange(len(alpha) // 4 + 1)
+        beta += mutate(rnd, alpha[i:j], rnd.randint(0, k))
+    assert ta.kdiff_primers(alpha, beta, k).tolist() == cases.dp_primers(alpha, beta, k), (alpha, beta, k)
 
 
 def test_paper_example():
@@ -32,6 +48,12 @@ def test_against_brute_force(rng):
 
 def test_random_lengths_0_to_40(rng):
     cases.check_random("cpu", rng, n=60)
+
+
+@settings(deadline=None, max_examples=20)
+@given(DRAWN)
+def test_lengths_across_words(drawn):
+    check_drawn(drawn)
 
 
 def test_batches_of_alphas_and_beta_records(rng):
@@ -147,9 +169,16 @@ def test_interpret_paper_example_and_edges():
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu")
-def test_interpret_random(rng):
-    cases.check_random("cpu", rng, n=6, max_len=30)
+def test_interpret_batch(rng):
     cases.check_batch("cpu", rng, n_alpha=3, max_len=30)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+@settings(deadline=None, max_examples=8, phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@given(DRAWN)
+def test_interpret_lengths_across_words(drawn):
+    check_drawn(drawn)
 
 
 @pytest.mark.interpret

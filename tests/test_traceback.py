@@ -2,13 +2,14 @@
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import torchalign as ta
 
 from . import traceback_cases as cases
-from .conftest import read_fasta
+from . import reference as ref
+from .conftest import read_fasta, set_defaults, texts
 
 
 def test_alignments_match_reference_and_biopython(rng):
@@ -24,7 +25,14 @@ def test_edges():
 
 
 def test_long_pair_past_int16(rng):
-    cases.check_long("cpu", rng, n=3100, scores=False)  # (align_score's ends: the other tests; it costs a DP)
+    cases.check_long("cpu", rng, n=3100)
+
+
+def test_long_pair_worked_out_by_hand(rng):
+    """check_long's expected alignment (worked out by hand) is the reference traceback's."""
+    for n in (30, 41):
+        q, t, want = cases.long_pair(rng, n)
+        assert ref.traceback(q, t, ta.Scoring().score, 11, 1, "local") == want
 
 
 def test_real_proteins_against_parasail(rng):
@@ -50,22 +58,26 @@ def test_many_pairs_in_groups(monkeypatch, rng):
     assert ta.traceback(qs, ts, mode="global") == want
 
 
+# lengths across the align kernel's 48-row tiles and the CPU code's 64-row groups
+SEQS = texts("ACDEWX*", (48, 64), 14)
+
+
 @settings(deadline=None, max_examples=30)
-@given(st.text(alphabet="ACDEWX*", max_size=14), st.text(alphabet="ACDEWX*", max_size=14),
-       st.sampled_from(cases.GAPS), st.sampled_from(cases.MODES))
-def test_properties(q, t, gaps, mode):
-    """Any path re-scores to align_score's score and ends where it does; local paths
-    start and end on a positive-scoring column (the shortest of equal alignments)."""
+@given(st.lists(st.tuples(SEQS, SEQS), min_size=1, max_size=3), st.sampled_from(cases.GAPS),
+       st.sampled_from(cases.MODES))
+def test_properties(pairs, gaps, mode):
+    """Every path's score and ends are the plain Python DP's and its CIGAR re-scores to that
+    score; local paths start and end on a positive-scoring column (the shortest of equal
+    alignments)."""
     sc = ta.Scoring(gap_open=gaps[0], gap_extend=gaps[1])
-    a = ta.traceback([q], [t], sc, mode)[0]
-    s = ta.align_score([q], [t], sc, mode)
-    assert (a.score, a.query_end, a.target_end) == (s.score.item(), s.query_end.item(), s.target_end.item())
-    assert cases.rescore(a, q, t, sc, mode) == a.score
-    if mode == "local" and a.columns:
-        ops = cases.expand(a.cigar)
-        assert ops[0] in "=X" and ops[-1] in "=X"
-        assert sc.score(a.query_aligned[0], a.target_aligned[0]) > 0
-        assert sc.score(a.query_aligned[-1], a.target_aligned[-1]) > 0
+    qs, ts = (list(x) for x in zip(*pairs))
+    for a, q, t in zip(ta.traceback(qs, ts, sc, mode), qs, ts):
+        cases.check_alignment(a, q, t, sc, mode)
+        if mode == "local" and a.columns:
+            ops = cases.expand(a.cigar)
+            assert ops[0] in "=X" and ops[-1] in "=X"
+            assert sc.score(a.query_aligned[0], a.target_aligned[0]) > 0
+            assert sc.score(a.query_aligned[-1], a.target_aligned[-1]) > 0
 
 
 def test_render():
@@ -134,29 +146,46 @@ def scores_on_cpu(monkeypatch):
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
-@pytest.mark.parametrize("block", [4, 128])
 @pytest.mark.parametrize("mode", cases.MODES)
-def test_kernels_match_reference(monkeypatch, rng, block, mode):
-    """The DP and walk kernels: the reference walk, Biopython; diagonals in chunks of 4
-    lanes (several chunks per diagonal) and of 128 (one)."""
+def test_kernels_match_reference(rng, mode):
+    """The DP and walk kernels: the reference walk, Biopython; diagonals in one chunk of
+    128 lanes (chunks of 4: test_kernels_diagonal_chunks)."""
+    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 2, 9, 17), modes=(mode,), gaps=((11, 1), (5, 5), (3, 0)))
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
+@settings(deadline=None, max_examples=10, phases=(Phase.explicit, Phase.reuse, Phase.generate),
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(texts("ACDEW", (4, 8), 10), texts("ACDEW", (4, 8), 10)), min_size=1, max_size=3),
+       st.sampled_from(cases.GAPS), st.sampled_from(cases.MODES))
+def test_kernels_diagonal_chunks(monkeypatch, pairs, gaps, mode):
+    """Diagonals in chunks of 4 lanes, lengths across one and two chunks: every alignment is
+    the reference traceback (score, ends, path) and re-scores to its score."""
     from torchalign_kernels import traceback as K
 
-    monkeypatch.setattr(K, "BLOCK", block)
-    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 2, 9, 17), modes=(mode,), gaps=((11, 1), (5, 5), (3, 0)),
-                          scores=False)
+    monkeypatch.setattr(K, "BLOCK", 4)
+    sc = ta.Scoring(gap_open=gaps[0], gap_extend=gaps[1])
+    qs, ts = (list(x) for x in zip(*pairs))
+    for a, q, t in zip(ta.traceback(qs, ts, sc, mode), qs, ts):
+        want = ref.traceback(q, t, sc.score, *gaps, mode)
+        assert cases.as_tuple(a) == want and cases.rescore(a, q, t, sc, mode) == want[0]
 
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
 def test_kernels_dna(rng):
-    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 9, 30), gaps=((5, 2), (3, 3)),
-                          scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN", scores=False)
+    cases.check_reference("cpu", rng, n=4, lengths=(0, 1, 9, 17), gaps=((5, 2), (3, 3)),
+                          scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN")
 
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu")
-def test_kernels_whole_op():
-    """The whole op through the kernels (score kernel included): edges, X and *."""
+def test_kernels_whole_op(monkeypatch):
+    """The whole op through the kernels (score kernel included, 8-row tiles): edges, X and *."""
+    from torchalign_kernels import align
+
+    set_defaults(monkeypatch, align.align_pairs, rows=8)
     cases.check_edges("cpu")
 
 
@@ -164,7 +193,7 @@ def test_kernels_whole_op():
 @pytest.mark.usefixtures("kernels_on_cpu", "scores_on_cpu")
 def test_kernels_equal_cpu_implementation(monkeypatch, rng):
     """Kernels and CPU implementation give identical alignments: random pairs in every
-    mode, real protein pieces, and scores past 32,767 (large match scores)."""
+    mode, real protein pieces, and scores past 32,767 (match scores of 1,000)."""
     from . import align_cases as al
 
     proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
@@ -173,10 +202,10 @@ def test_kernels_equal_cpu_implementation(monkeypatch, rng):
             (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=5, gap_extend=2), "global"),
             (al.pairs(rng, 8, (0, 1, 5, 30, 45)), ta.Scoring(gap_open=4, gap_extend=4), "semiglobal"),
             (tuple(zip(*cases.real_pairs(rng, queries, proteome, n=2, q_len=60, t_len=90))), ta.Scoring(), "local")]
-    dna = ta.Scoring(match=150, mismatch=-150, gap_open=200, gap_extend=10)
-    q = al.rand_protein(rng, 300, "ACGT")
-    t = al.rand_protein(rng, 5, "ACGT") + q[:150] + "A" + q[150:290] + al.rand_protein(rng, 5, "ACGT")
-    sets.append((([q, q[:100]], [t, t[:150]]), dna, "local"))
+    dna = ta.Scoring(match=1000, mismatch=-1000, gap_open=1500, gap_extend=100)  # past 32,767 in 33 matches
+    q = al.rand_protein(rng, 40, "ACGT")
+    t = al.rand_protein(rng, 5, "ACGT") + q[:20] + "A" + q[20:38] + al.rand_protein(rng, 5, "ACGT")
+    sets.append((([q, q[:20]], [t, t[:30]]), dna, "local"))
     got = [cases.run(list(qs), list(ts), sc, mode, "cpu") for (qs, ts), sc, mode in sets]
     assert got[-1][0].score > 32767
     monkeypatch.delenv("TORCHALIGN_CPU_BACKEND")
@@ -187,23 +216,38 @@ def test_kernels_equal_cpu_implementation(monkeypatch, rng):
 # --- GPU tier: pytest -m gpu tests/test_traceback.py ---
 
 
+# Variants: Triton compiles a kernel once per MODE and per class of each int argument (1,
+# a multiple of 16, other): gap_open / gap_extend (11, 1) and (3, 0) and pair counts that
+# are neither 1 nor multiples of 16 are test_gpu.py's classes, so the alignment kernels
+# compiled there serve here and only the traceback kernels compile (2 x 3 + 3 variants).
+GPU_GAPS = ((11, 1), (3, 0))
+
+
 @pytest.mark.gpu
 def test_gpu_matches_reference_and_cpu(rng):
+    """The traceback kernels on CUDA: the reference traceback (score, ends, path) and
+    Biopython, DNA, edges, top hits; launches of 304 pairs, four of 2,000 x 3,100 residues,
+    against the CPU implementation (an independent implementation of the same rule),
+    every alignment re-scored."""
     from . import align_cases as al
 
-    cases.check_reference("cuda", rng, n=16, lengths=(0, 1, 2, 15, 47, 130))
-    cases.check_dna("cuda", rng, n=20)
+    cases.check_reference("cuda", rng, n=15, lengths=(0, 1, 2, 15, 47, 130), gaps=GPU_GAPS)
+    cases.check_dna("cuda", rng, n=20, gaps=GPU_GAPS[1:])
     cases.check_edges("cuda")
     cases.check_top_hits("cuda", rng)
-    for mode in cases.MODES:  # a launch of many pairs, long ones included, against the CPU implementation
+    for mode in cases.MODES:
         qs, ts = al.pairs(rng, 300, (1, 50, 200, 400))
-        qs += [al.rand_protein(rng, rng.choice([700, 2000])) for _ in range(4)]
+        qs += [al.rand_protein(rng, 2000) for _ in range(4)]
         ts += [al.related(rng, q) + al.rand_protein(rng, 1100) for q in qs[-4:]]
-        cases.same_as_cpu(cases.run(qs, ts, ta.Scoring(), mode, "cuda"), qs, ts, ta.Scoring(), mode)
+        got = cases.run(qs, ts, ta.Scoring(), mode, "cuda")
+        cases.same_as_cpu(got, qs, ts, ta.Scoring(), mode)
+        assert all(cases.rescore(a, q, t, ta.Scoring(), mode) == a.score for a, q, t in zip(got, qs, ts))
 
 
 @pytest.mark.gpu
 def test_gpu_real_proteins_and_long_scores(rng):
+    """Real proteins (the Swiss-Prot queries against the proteome) against parasail; a
+    6,000-residue pair scoring 65,901 (worked out by hand: long_pair)."""
     pytest.importorskip("parasail")
     proteome = [s for _, s in read_fasta("proteome_HG003687.fa")]
     queries = [s for _, s in read_fasta("swissprot_queries20.fa")]

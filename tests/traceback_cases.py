@@ -29,30 +29,45 @@ def expand(cigar: str) -> str:
 
 
 def rescore(a: ta.Alignment, q: str, t: str, sc: ta.Scoring, mode: str) -> int:
-    """Check that ``a`` is an alignment of q[qs:qe] with t[ts:te] that fits the mode and
-    agrees with its own CIGAR and rows; return its score recomputed from the sequences."""
-    assert a.query_aligned.replace("-", "") == q[a.query_start : a.query_end]
-    assert a.target_aligned.replace("-", "") == t[a.target_start : a.target_end]
-    ops = expand(a.cigar)
-    assert len(ops) == len(a.query_aligned) == len(a.target_aligned) == len(a.markup)
+    """Walk ``a``'s CIGAR over the two sequences from its start cell with the substitution
+    matrix and the affine gap model (a gap of length L costs gap_open + (L - 1) *
+    gap_extend); check that the walk ends at a's end cell, fits the mode and gives a's
+    rows, markup and identity; return the score the walk adds up to (it never reads
+    a.score)."""
+    i, j, total, prev = a.query_start, a.target_start, 0, None
+    cols = []  # (query symbol, markup, target symbol) of each column
+    for op in expand(a.cigar):
+        if op in "=X":
+            assert i < len(q) and j < len(t), "the CIGAR runs past a sequence"
+            x, y = q[i], t[j]
+            assert (x == y) == (op == "=")
+            s = sc.score(x, y)
+            total += s
+            cols.append((x, "|" if x == y else ":" if s > 0 else "." if s == 0 else " ", y))
+            i, j = i + 1, j + 1
+        else:
+            assert (i < len(q)) if op == "I" else (j < len(t)), "the CIGAR runs past a sequence"
+            total -= sc.gap_extend if prev == op else sc.gap_open
+            cols.append((q[i], " ", "-") if op == "I" else ("-", " ", t[j]))
+            i, j = (i + 1, j) if op == "I" else (i, j + 1)
+        prev = op
+    assert (i, j) == (a.query_end, a.target_end), "the CIGAR does not end at the alignment's end"
     if mode == "global":
         assert (a.query_start, a.query_end, a.target_start, a.target_end) == (0, len(q), 0, len(t))
     if mode == "semiglobal":
         assert (a.query_start, a.query_end) == (0, len(q))
-    total, prev = 0, None
-    for op, x, y, mark in zip(ops, a.query_aligned, a.target_aligned, a.markup):
-        if op in "=X":
-            assert (x == y) == (op == "=") and "-" not in (x, y)
-            s = sc.score(x, y)
-            total += s
-            assert mark == ("|" if x == y else ":" if s > 0 else "." if s == 0 else " ")
-        else:
-            assert (x == "-") == (op == "D") and (y == "-") == (op == "I") and mark == " "
-            total -= sc.gap_extend if prev == op else sc.gap_open
-        prev = op
-    matches = ops.count("=")
-    assert a.matches == matches and a.identity == (matches / len(ops) if ops else 0.0)
+    q_row, mark, t_row = ("".join(c) for c in zip(*cols)) if cols else ("", "", "")
+    assert (q_row, mark, t_row) == (a.query_aligned, a.markup, a.target_aligned)
+    assert a.matches == mark.count("|") and a.identity == (mark.count("|") / len(mark) if mark else 0.0)
     return total
+
+
+def check_alignment(a: ta.Alignment, q: str, t: str, sc: ta.Scoring, mode: str):
+    """a's score and ends are the plain Python DP's (reference.align_score) and its CIGAR
+    re-scores to that score: both from sources independent of the op."""
+    want = ref.align_score(q, t, sc.score, sc.gap_open, sc.gap_extend, mode)
+    assert (a.score, a.query_end, a.target_end) == want, (mode, q, t)
+    assert rescore(a, q, t, sc, mode) == want[0], (mode, q, t)
 
 
 def run(qs, ts, sc, mode, device, **kw):
@@ -64,11 +79,10 @@ def as_tuple(a: ta.Alignment):
 
 
 def check_reference(device, rng, n=10, lengths=(0, 1, 2, 7, 16, 17, 40), modes=MODES, gaps=GAPS, scoring_kw=None,
-                    letters=al.AA, bio=True, scores=True):
-    """Every alignment equals the cell-by-cell reference traceback (the documented tie
-    rule), re-scores to align_score's score from the sequences (``scores``: and equals
-    ta.align_score's score and ends), and scores as Biopython's; where Biopython's
-    optimal alignment is unique, it is ours."""
+                    letters=al.AA, bio=True):
+    """Every alignment equals the cell-by-cell reference traceback (the plain Python DP's
+    score and ends, the documented tie rule), its CIGAR re-scores to the reference's score,
+    and it scores as Biopython's; where Biopython's optimal alignment is unique, it is ours."""
     unique = 0
     for mode in modes:
         for go, ge in gaps:
@@ -76,11 +90,9 @@ def check_reference(device, rng, n=10, lengths=(0, 1, 2, 7, 16, 17, 40), modes=M
             qs, ts = al.pairs(rng, n, lengths, letters)
             got = run(qs, ts, sc, mode, device)
             for a, q, t in zip(got, qs, ts):
-                assert as_tuple(a) == ref.traceback(q, t, sc.score, go, ge, mode), (mode, go, ge, q, t)
-                assert rescore(a, q, t, sc, mode) == a.score
-            if scores:
-                s = ta.align_score(ta.encode(qs, sc.alphabet, device), ta.encode(ts, sc.alphabet, device), sc, mode)
-                assert [(a.score, a.query_end, a.target_end) for a in got] == al.got_tuples(s)
+                want = ref.traceback(q, t, sc.score, go, ge, mode)
+                assert as_tuple(a) == want, (mode, go, ge, q, t)
+                assert rescore(a, q, t, sc, mode) == want[0]
             if bio:
                 unique += check_biopython(got, qs, ts, sc, mode)
     assert unique > 0 or not bio, "no pair had a unique optimal alignment to compare with Biopython's"
@@ -126,10 +138,10 @@ def bio_blocks(aln, mode):
     return pts
 
 
-def check_dna(device, rng, n=10):
+def check_dna(device, rng, n=10, gaps=((5, 2), (3, 3))):
     """match / mismatch scoring on DNA, N included."""
-    check_reference(device, rng, n=n, lengths=(0, 1, 9, 30), gaps=((5, 2), (3, 3)),
-                    scoring_kw=dict(match=2, mismatch=-3), letters="ACGTN")
+    check_reference(device, rng, n=n, lengths=(0, 1, 9, 30), gaps=gaps, scoring_kw=dict(match=2, mismatch=-3),
+                    letters="ACGTN")
 
 
 def check_edges(device):
@@ -140,8 +152,9 @@ def check_edges(device):
     for mode in MODES:
         got = run(qs, ts, sc, mode, device)
         for a, q, t in zip(got, qs, ts):
-            assert as_tuple(a) == ref.traceback(q, t, sc.score, 11, 1, mode), (mode, q, t)
-            assert rescore(a, q, t, sc, mode) == a.score
+            want = ref.traceback(q, t, sc.score, 11, 1, mode)
+            assert as_tuple(a) == want, (mode, q, t)
+            assert rescore(a, q, t, sc, mode) == want[0]
     empty = run(["", "W"], ["W", "C"], sc, "local", device)
     assert [(a.score, a.cigar, a.identity, a.columns) for a in empty] == [(0, "", 0.0, 0)] * 2
     g = run(["XX"], ["XX"], sc, "global", device)[0]
@@ -149,21 +162,35 @@ def check_edges(device):
     assert run([], [], sc, "local", device) == []
 
 
-def check_long(device, rng, n=3100, scores=True):
-    """A score past 32,767: a long pair whose path crosses a gap of 12 (cheaper than 12 substitutions)
-    (``scores``: its score and ends equal ta.align_score's, one more DP of the pair)."""
+NOT_W = "ARNDCQEGHIKLMPSTV"  # BLOSUM62 scores each of these < 0 against W (F and Y score > 0)
+
+
+def long_pair(rng, n: int):
+    """(q, t, the reference traceback's tuple worked out by hand): q = W * n, t = W * a +
+    P * 12 + W * b (a = n // 2, b = a - 7) inside flanks of 3 residues scoring < 0 against
+    W. The best local alignment takes every W of t and crosses the P's as one gap of 12
+    (cost 11 + 11 = 22; substituting them costs 12 x 4 = 48, a shorter gap plus
+    substitutions more): score 11 (a + b) - 22 from (0, 3) to the smallest query end of
+    that score, a + b, and target end 3 + a + 12 + b. n = 3,100: 34,001 > 32,767."""
+    a, b = n // 2, n // 2 - 7
     q = "W" * n
-    t = al.rand_protein(rng, 3) + "W" * (n // 2) + "P" * 12 + "W" * (n // 2 - 7) + al.rand_protein(rng, 3)
+    t = al.rand_protein(rng, 3, NOT_W) + "W" * a + "P" * 12 + "W" * b + al.rand_protein(rng, 3, NOT_W)
+    return q, t, (11 * (a + b) - 22, 0, a + b, 3, 3 + a + 12 + b, "=" * a + "D" * 12 + "=" * b)
+
+
+def check_long(device, rng, n=3100):
+    """Scores past 32,767 against their values worked out by hand (long_pair; a global pair of
+    W's with two of them against a gap: 11 (L - 2) - 12, the gap leading)."""
     sc = ta.Scoring()
+    q, t, want = long_pair(rng, n)
     a = run([q], [t], sc, "local", device)[0]
-    assert a.score > 32767 and rescore(a, q, t, sc, "local") == a.score
-    assert "12D" in a.cigar and a.target_end - a.target_start == a.query_end - a.query_start + 12
-    if scores:
-        s = ta.align_score(ta.encode([q], "protein", device), ta.encode([t], "protein", device), sc, "local")
-        assert (a.score, a.query_end, a.target_end) == (s.score.item(), s.query_end.item(), s.target_end.item())
+    assert want[0] > 32767 and as_tuple(a) == want
+    assert rescore(a, q, t, sc, "local") == want[0]
     short = q[: n // 4]
     g = run([short], [short[:-2]], sc, "global", device)[0]
-    assert g.score == 11 * (len(short) - 2) - 12 and expand(g.cigar).count("I") == 2
+    L = len(short)
+    assert as_tuple(g) == (11 * (L - 2) - 12, 0, L, 0, L - 2, "II" + "=" * (L - 2))
+    assert rescore(g, short, short[:-2], sc, "global") == g.score
     return a
 
 
@@ -211,7 +238,7 @@ def same_as_cpu(got, qs, ts, sc, mode):
 
 def real_pairs(rng: random.Random, queries, proteome, n=4, q_len=300, t_len=400):
     pairs = [(rng.choice(queries)[:q_len], rng.choice(proteome)[:t_len]) for _ in range(n)]
-    return pairs + [(p[10:200], p[: t_len]) for p in rng.sample(proteome, n)]  # a protein and a piece of itself
+    return pairs + [(p[10 : 10 + min(190, q_len)], p[:t_len]) for p in rng.sample(proteome, n)]  # a piece of itself
 
 
 def check_top_hits(device, rng):
@@ -222,6 +249,9 @@ def check_top_hits(device, rng):
     r = ta.search(q, d, top_k=3)
     pair_q = torch.arange(len(qs), device=device).repeat_interleave(3)
     got = ta.traceback(q, d, pairs=(pair_q, r.indices.flatten()))
+    sc = ta.Scoring()
+    for a, qi, ti in zip(got, pair_q.tolist(), r.indices.flatten().tolist()):
+        check_alignment(a, qs[qi], db[ti], sc, "local")
     assert [a.score for a in got] == r.scores.flatten().tolist()
     assert [a.target_end for a in got] == r.ends.flatten().tolist()
     want = ta.traceback([qs[i] for i in pair_q.tolist()], [db[i] for i in r.indices.flatten().tolist()])
