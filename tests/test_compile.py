@@ -1,120 +1,226 @@
-"""The kernels compile for a Hopper GPU (sm_90) on this CPU-only machine.
+"""Every kernel variant a launcher can pick compiles for sm_80, sm_86, sm_89 and sm_90 (and
+sm_100 where the installed Triton knows it), on this CPU-only machine (issue 12, item 2).
 
 The interpreter runs kernels as NumPy and misses what only the GPU compiler rejects
-(loop-carried variables changing type, constexpr misuse, dtype rules of tl.dot); Triton
-compiles to PTX (its own ptxas) without a GPU, so every variant is compiled here.
+(inline PTX a target lacks, loop-carried variables changing type, constexpr misuse,
+dtype rules of tl.dot, shared memory past a target's limit, ptxas itself failing);
+Triton compiles to PTX and cubin (its own ptxas) without a GPU. The variants are not
+listed here: tests/launches.py runs the public ops with every launch recorded instead of
+run, so each compile gets the argument types, specializations, constexprs and num_warps /
+num_stages that the launcher itself passed. The scan's DPX constexpr is the launcher's
+rule for the target (align_scan.dpx_for) and also False (TORCHALIGN_NO_DPX=1).
+
+Time: the front end (TTIR, TTGIR) is most of a compile (the alignment kernels' 48 unrolled
+rows: seconds each). Triton's TTGIR passes that differ between targets act on tensor-core
+dots (and TMA descriptors, which no kernel here uses), so a variant whose sm_80 TTGIR has
+no tt.dot runs its front end once, for sm_80, and every other target takes that TTGIR
+through its own back end (LLVM IR, PTX, ptxas); test_ttgir_without_dots_is_the_same_on_every_target
+checks the premise. Variants with dots run the front end per Triton pipeline family
+(capability // 10: sm_80 for sm_86 and sm_89, sm_90, sm_100). Compiles run in one process
+per core; Triton's cache (TRITON_CACHE_DIR) keeps them between runs.
 """
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
+if os.environ.get("TRITON_INTERPRET") == "1":  # the recorder replaces JITFunction.run, which the interpreter lacks
+    pytest.skip("compile tests run without TRITON_INTERPRET", allow_module_level=True)
+
 triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+from triton.compiler.compiler import make_backend  # noqa: E402
+from triton.runtime.jit import create_function_from_signature  # noqa: E402
 
-from torchalign_kernels import (align, align_scan, align_wave, asm_rows, levenshtein, myers, myers_band,  # noqa: E402
-                                myers_wave, primers)
+from torchalign_kernels import align_scan  # noqa: E402
 
-MYERS_ARGS = dict(codes_ptr="*u8", lane_pat_ptr="*i64", lane_start_ptr="*i64", lane_len_ptr="*i64",
-                  lane_own_ptr="*i64", lane_tag_ptr="*i64", n_lanes="i32", pat_len_ptr="*i64", peq_ptr="*i64",
-                  n_sym="i32", k="i32", q0="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32",
-                  out4_ptr="*i64", out_stride="i32", counter_ptr="*i64", capacity="i32", q_first="i32")
+from . import launches  # noqa: E402
 
-
-def compile_for_hopper(fn, types: dict, constants: dict):
-    names = list(fn.arg_names)
-    sig = {name: "constexpr" if name in constants else types[name] for name in names}
-    src = ASTSource(fn, sig, constexprs={(names.index(k),): v for k, v in constants.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32))
+TARGETS = [80, 86, 89, 90, 100]
+# the most shared memory one block may use, by compute capability (CUDA programming guide)
+SHARED_LIMIT = {80: 163 << 10, 86: 99 << 10, 89: 99 << 10, 90: 227 << 10, 100: 227 << 10}
+KERNELS = sorted(launches.kernels())
 
 
-@pytest.mark.parametrize("mode", list(myers.MODES.values()))
-@pytest.mark.parametrize("words", [1, 2])
-def test_myers_kernel(mode, words):
-    cutoffs = [False, True] if mode == myers.MODES["dist"] else [False]
-    for cutoff in cutoffs:
-        compile_for_hopper(myers.myers_kernel, MYERS_ARGS, dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"],
-                                                               WORDS=words, BLOCK=128, CUTOFF=cutoff))
+def _compile(job):
+    """One compile, in a worker process: (error or None, shared bytes, PTX, TTGIR). A job
+    is (cap, options, source): source is the kernel, its signature, constexprs and
+    attributes (front end and back end), or another target's TTGIR (back end only)."""
+    import importlib
+    import tempfile
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    cap, options, source = job
+    try:
+        if isinstance(source, str):
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "kernel.ttgir")
+                with open(path, "w") as f:
+                    f.write(re.sub(r'"cuda:\d+"', f'"cuda:{cap}"', source))
+                c = triton.compile(path, target=GPUTarget("cuda", cap, 32), options=options)
+        else:
+            module, name, signature, constexprs, attrs = source
+            fn = getattr(importlib.import_module(module), name)
+            c = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", cap, 32),
+                               options=options)
+    except Exception as e:  # noqa: BLE001  (reported by the test)
+        return f"{type(e).__name__}: {str(e)[:3000]}", 0, "", ""
+    return None, c.metadata.shared, c.asm["ptx"], c.asm["ttgir"]
 
 
-@pytest.mark.parametrize("mode", list(myers.MODES.values()))
-def test_myers_band_kernel(mode):
-    types = dict(MYERS_ARGS, n_words="i32", state_ptr="*i64", n_state="i32")
-    compile_for_hopper(myers_band.myers_band_kernel, types,
-                       dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"], BLOCK=64))
+def _specialize(fn, args, kwargs, cap):
+    """What JITFunction.run hands the compiler on a GPU of this compute capability."""
+    backend = make_backend(GPUTarget("cuda", cap, 32))
+    kwargs = dict(kwargs, debug=False)
+    bound, spec, options = create_function_from_signature(fn.signature, fn.params, backend)(*args, **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, spec, options)
+    return signature, constexprs, attrs, options.__dict__
 
 
-@pytest.mark.parametrize("mode", list(myers.MODES.values()))
-def test_myers_wave_kernel(mode):
-    types = dict(MYERS_ARGS, n_words="i32", scratch_ptr="*i32")
-    compile_for_hopper(myers_wave.myers_wave_kernel, types,
-                       dict(MODE=mode, PER_LANE_PATTERN=mode == myers.MODES["last"], W=16, C=4))
+def _device_choices(kwargs, cap, monkeypatch):
+    """The launch's keyword arguments with the device's own choices filled in: the scan's
+    DPX as the launcher decides on this target, and as TORCHALIGN_NO_DPX=1 forces it."""
+    if kwargs.get("DPX") is not launches.DEVICE_DPX:
+        return [kwargs]
+    choices = set()
+    for no_dpx in (False, True):
+        if no_dpx:
+            monkeypatch.setenv("TORCHALIGN_NO_DPX", "1")
+        else:
+            monkeypatch.delenv("TORCHALIGN_NO_DPX", raising=False)
+        choices.add(align_scan.dpx_for((cap // 10, cap % 10)))
+    return [dict(kwargs, DPX=dpx) for dpx in sorted(choices)]
 
 
-@pytest.mark.parametrize("cdist", [False, True])
-def test_levenshtein_rows_kernel(cdist):
-    types = dict(codes_ptr="*i32", a_start_ptr="*i64", a_len_ptr="*i64", b_start_ptr="*i64", b_len_ptr="*i64",
-                 n_pairs="i64", nb="i32", scratch_ptr="*i32", scratch_stride="i64", out_ptr="*i32")
-    compile_for_hopper(levenshtein.levenshtein_rows_kernel, types, dict(CDIST=cdist, BLOCK=128))
+@functools.cache
+def variants() -> dict:
+    """{(kernel, target): {variant: (options, source)}} from the recorded launches. A
+    variant is a kernel with its constexprs, pointer types and launch options; of its
+    launches the one with the fewest scalars specialized to constants (the most general)
+    is compiled."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return _variants(launches.record(monkeypatch), monkeypatch)
 
 
-@pytest.mark.parametrize("mode", list(asm_rows.MODES.values()))
-def test_asm_rows_kernel(mode):
-    types = dict(text_ptr="*u8", pat_ptr="*u8", pat_start_ptr="*i64", pat_len_ptr="*i64", n_chunks="i32",
-                 n_items="i32", scan_ptr="*i64", len_ptr="*i64", own_ptr="*i64", tid_ptr="*i64", row_ptr0="*i64",
-                 row_stride="i64", k="i32", out_ptr="*i64", out2_ptr="*i32", out3_ptr="*i32", out4_ptr="*i64",
-                 out5_ptr="*i64", out_stride="i64", counter_ptr="*i64", capacity="i64")
-    compile_for_hopper(asm_rows.asm_rows_kernel, types, dict(MODE=mode, BLOCK=256))
+def _variants(seen, monkeypatch) -> dict:
+    names = {fn: key for key, fn in launches.kernels().items()}
+    best = {}
+    for fn, args, kwargs in seen:
+        declared = [p.name for p in fn.params if p.is_constexpr]
+        for cap in TARGETS:
+            for kw in _device_choices(kwargs, cap, monkeypatch):
+                signature, constexprs, attrs, options = _specialize(fn, args, kw, cap)
+                const = {fn.arg_names[path[0]]: v for path, v in constexprs.items()}
+                label = ", ".join([f"{n}={const[n]}" for n in declared]
+                                  + [f"num_warps={options['num_warps']}", f"num_stages={options['num_stages']}"]
+                                  + [f"{n}:{t}" for n, t in signature.items() if t.startswith("*")])
+                rank = sum(n not in declared for n in const)
+                slot = best.setdefault((names[fn], cap), {})
+                if label not in slot or rank < slot[label][0]:
+                    slot[label] = (rank, options, (fn.__module__, fn.__name__, signature, constexprs, attrs))
+    return {key: {label: (options, source) for label, (_, options, source) in v.items()} for key, v in best.items()}
 
 
-TRACEBACK_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64", rows_ptr="*i64",
-                      cols_ptr="*i64", dir_ptr="*u8", dir_at_ptr="*i64")
+@functools.cache
+def known(cap: int) -> bool:
+    """Whether the installed Triton compiles for this compute capability."""
+    import triton.language as tl
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def probe(x_ptr):
+        tl.store(x_ptr, 1)
+
+    try:
+        triton.compile(ASTSource(probe, {"x_ptr": "*i32"}), target=GPUTarget("cuda", cap, 32))
+        return True
+    except Exception:  # noqa: BLE001
+        return False
 
 
-@pytest.mark.parametrize("mode", [0, 1, 2])
-def test_traceback_kernels(mode):
-    from torchalign_kernels import traceback
+@pytest.fixture(scope="module")
+def compiled(request):
+    """{(kernel, target): {variant: (error, shared, PTX, TTGIR)}} for the selected tests."""
+    want = {(item.callspec.params["kernel"], item.callspec.params["cap"]) for item in request.session.items
+            if getattr(item, "originalname", None) == "test_compiles"}
+    found = variants()
+    want = {(k, cap) for k, cap in want if known(cap)}
+    out = {key: {} for key in found}
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        def run(jobs):
+            for (key, label, _), result in zip(jobs, pool.map(_compile, [job for _, _, job in jobs])):
+                out[key][label] = result
 
-    types = dict(TRACEBACK_ARGS, table_ptr="*i32", width="i32", gap_open="i32", gap_extend="i32",
-                 scratch_ptr="*i32", scratch_at_ptr="*i64")
-    compile_for_hopper(traceback.traceback_dp_kernel, types, dict(MODE=mode, BLOCK=traceback.BLOCK))
-    types = dict(TRACEBACK_ARGS, out_ptr="*u8", out_at_ptr="*i64", len_ptr="*i64", q_from_ptr="*i64",
-                 t_from_ptr="*i64")
-    compile_for_hopper(traceback.traceback_walk_kernel, types, dict(MODE=mode))
-
-
-ALIGN_ARGS = dict(q_ptr="*u8", q_start_ptr="*i64", q_len_ptr="*i64", t_ptr="*u8", t_start_ptr="*i64",
-                  t_len_ptr="*i64", pair_q_ptr="*i64", pair_t_ptr="*i64", table_ptr="*i32", width="i32",
-                  gap_open="i32", gap_extend="i32", score_ptr="*i32", q_end_ptr="*i64", t_end_ptr="*i64")
-
-
-@pytest.mark.parametrize("mode", [0, 1, 2])
-@pytest.mark.parametrize("track", [False, True])
-def test_align_kernel(mode, track):
-    types = dict(ALIGN_ARGS, n_pairs="i32", scratch_ptr="*i32", scratch_at_ptr="*i64")
-    compile_for_hopper(align.align_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, BLOCK=align.BLOCK))
-
-
-@pytest.mark.parametrize("mode", [0, 1, 2])
-@pytest.mark.parametrize("track", [False, True])
-def test_align_wave_kernel(mode, track):
-    types = dict(ALIGN_ARGS, row_ptr="*i32", row_at_ptr="*i64", buf_ptr="*i32")
-    compile_for_hopper(align_wave.align_wave_kernel, types, dict(MODE=mode, TRACK=track, ROWS=align.ROWS, W=64))
+        fronts = {(kernel, 80) for kernel, _ in want} & found.keys()
+        run([(key, label, (80, options, source)) for key in fronts for label, (options, source) in found[key].items()])
+        rest = []
+        for kernel, cap in (want - fronts) & found.keys():
+            for label, (options, source) in found[(kernel, cap)].items():
+                err, _, _, ttgir = out[(kernel, 80)].get(label, (None, 0, "", ""))
+                if err:
+                    out[(kernel, cap)][label] = (f"the front end (sm_80) failed: {err}", 0, "", "")
+                elif not ttgir or ("tt.dot" in ttgir and cap // 10 != 8):  # (no sm_80 variant: DPX=True)
+                    rest.append(((kernel, cap), label, (cap, options, source)))
+                else:
+                    rest.append(((kernel, cap), label, (cap, options, ttgir)))
+        run(rest)
+    return out
 
 
-@pytest.mark.parametrize("dpx", [False, True])
-def test_align_scan_kernel(dpx):
-    """The packed int16 scan; DPX=True is the inline-PTX path (add/max.s16x2) the GPU runs."""
-    types = dict(q_ptr="*u8", q_off_ptr="*i64", qi="i32", pair_ptr="*i32", pair_width="i32", db_ptr="*u8",
-                 chunk_off_ptr="*i64", chunk_len_ptr="*i64", chunk0="i32", scratch_ptr="*i32", best_ptr="*i32",
-                 neg_open="i32", neg_extend="i32", pad="i32")
-    c = compile_for_hopper(align_scan.scan_kernel, types, dict(ROWS=align_scan.ROWS, LANES=align_scan.LANES, DPX=dpx))
-    if dpx:
-        assert "max.s16x2" in c.asm["ptx"] and "add.s16x2" in c.asm["ptx"]
+@pytest.mark.parametrize("cap", TARGETS, ids=[f"sm_{c}" for c in TARGETS])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_compiles(compiled, kernel, cap):
+    """Every recorded variant of ``kernel`` compiles for sm_<cap> within its shared memory."""
+    if not known(cap):
+        pytest.skip(f"triton {triton.__version__} does not compile for sm_{cap}")
+    results = compiled.get((kernel, cap))
+    assert results, f"no launch of {kernel} was recorded: drive it in tests/launches.py"
+    failed = {label: err for label, (err, _, _, _) in results.items() if err}
+    assert not failed, "\n".join(f"{kernel}[{label}] for sm_{cap}: {err}" for label, err in failed.items())
+    over = {label: shared for label, (_, shared, _, _) in results.items() if shared > SHARED_LIMIT[cap]}
+    assert not over, f"shared memory past sm_{cap}'s {SHARED_LIMIT[cap]} bytes: {over}"
+    if kernel == "align_scan.scan_kernel":  # the DPX instructions exactly where the launcher asks for them
+        for label, (_, _, ptx, _) in results.items():
+            dpx = "DPX=True" in label
+            assert dpx == ("max.s16x2" in ptx) == ("add.s16x2" in ptx), label
+            assert not dpx or cap >= 90, label
+        assert any("DPX=False" in label for label in results)
 
 
-def test_primers_kernel():
-    types = dict(text_ptr="*u8", stretch_start_ptr="*i64", stretch_len_ptr="*i64", bits_ptr="*i64", n_bits_words="i32",
-                 n_sym="i32", lane_pos_ptr="*i64", lane_rows_ptr="*i64", lane_seed_ptr="*i64", n_lanes="i32", K="i32",
-                 state_ptr="*i64", n_state="i32", best_ptr="*i32")
-    for block in (32, primers.LAUNCH[0], 128):
-        compile_for_hopper(primers.primers_kernel, types, dict(BLOCK=block))
+def test_dpx_needs_sm_90():
+    """The reason for the switch: add/max.s16x2 do not assemble for sm_80 (ptxas)."""
+    import triton.language as tl
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def dpx(x_ptr):
+        x = tl.load(x_ptr)
+        tl.store(x_ptr, align_scan._max2(align_scan._add2(x, x, True), x, True))
+
+    with pytest.raises(Exception, match="s16x2"):
+        triton.compile(ASTSource(dpx, {"x_ptr": "*i32"}), target=GPUTarget("cuda", 80, 32))
+    ptx = triton.compile(ASTSource(dpx, {"x_ptr": "*i32"}), target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    assert "add.s16x2" in ptx and "max.s16x2" in ptx
+
+
+def _ops(ttgir: str) -> list[str]:
+    """The operations of a TTGIR module, sorted (SSA names and constant order vary)."""
+    return sorted(re.findall(r"\b(?:arith|math|tt|ttg|ttng|scf|cf|gpu|nvgpu)\.[a-z_.]+", ttgir))
+
+
+@pytest.mark.parametrize("kernel", ["levenshtein.levenshtein_rows_kernel", "traceback.traceback_walk_kernel"])
+def test_ttgir_without_dots_is_the_same_on_every_target(kernel):
+    """The premise of the back-end-only compiles: without tensor-core dots, every target's
+    front end gives sm_80's TTGIR (the same operations; checked on small kernels with loops)."""
+    label = next(iter(variants()[(kernel, 80)]))
+    ops = {cap: _ops(_compile((cap, *variants()[(kernel, cap)][label]))[3]) for cap in TARGETS if known(cap)}
+    assert ops[80] and all(o == ops[80] for o in ops.values()), label

@@ -14,8 +14,10 @@ class PackedBatch(NamedTuple):
     """A batch sorted by length (longest first) and cut into chunks of ``lanes`` sequences.
 
     Residue j of lane i of chunk c is at ``codes[chunk_offsets[c] + j * lanes + i]``;
-    slots past a sequence's end hold ``pad``. ``order[r]`` is the original index of the
-    sequence in sorted rank r (lane ``r % lanes`` of chunk ``r // lanes``).
+    slots past a sequence's end hold ``pad``, a filler only: the bytes alphabet uses all
+    256 uint8 values, so no value marks a slot as empty, and a kernel tells those slots by
+    ``lengths`` (a mask). ``order[r]`` is the original index of the sequence in sorted rank r
+    (lane ``r % lanes`` of chunk ``r // lanes``).
     """
 
     codes: torch.Tensor
@@ -241,7 +243,7 @@ def _pack(codes: torch.Tensor, offsets: torch.Tensor, lanes: int) -> PackedBatch
     dev = codes.device
     lengths = offsets[1:] - offsets[:-1]
     n = lengths.numel()
-    pad = 255 if codes.dtype == torch.uint8 else -1
+    pad = 255 if codes.dtype == torch.uint8 else -1  # a filler: readers mask by length (255 is a real byte)
     sorted_lengths, order = torch.sort(lengths, descending=True, stable=True)
     n_chunks = (n + lanes - 1) // lanes
     chunk_lengths = (sorted_lengths[::lanes] if n else sorted_lengths[:0]).contiguous()  # (kernels index it)

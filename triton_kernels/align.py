@@ -13,6 +13,8 @@ Scores are int32; -2^29 stands for minus infinity, so every true cell must stay 
 Substitution scores come from a table padded with one extra code scoring -2^29 against
 everything: query rows past a lane's query and target columns past its target use it,
 so padded cells never reach the best cell (they are strictly below a real neighbour).
+The pad is chosen by the lengths (a mask), never read from memory: a 256-symbol table's
+pad code is 256, which a uint8 load cannot hold (it would read as code 0, a real byte).
 
 Pure: imports only torch and triton.
 """
@@ -48,6 +50,13 @@ def _gap(length, gap_open, gap_extend):
 
 
 @triton.jit
+def _code(c, inside, pad):
+    """The table code of a loaded residue: the pad outside the sequence (by the mask, so
+    that every code of a 256-symbol table stays a real symbol) and for codes past the table."""
+    return tl.where(inside, tl.minimum(c, pad), pad)
+
+
+@triton.jit
 def _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend, MODE: tl.constexpr,
           ROWS: tl.constexpr):
     """A tile of ROWS query rows from row r0 (0-based) on: each row's table row, H and E
@@ -57,8 +66,8 @@ def _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend, M
     es = ()
     last = ()
     for r in tl.static_range(ROWS):
-        c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=pad).to(tl.int32)
-        rows = rows + (table_ptr + tl.minimum(c, pad) * width,)
+        c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=0).to(tl.int32)
+        rows = rows + (table_ptr + _code(c, r0 + r < m, pad) * width,)
         if MODE == LOCAL:
             hs = hs + (zero,)
         else:
@@ -103,7 +112,8 @@ def align_kernel(
     MODE: tl.constexpr, TRACK: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
 ):
     """Lane l of program i aligns query pair_q[s] with target pair_t[s], s = i * BLOCK + l;
-    outputs go to slot s. ``table``: [width, width] int32, code width - 1 the pad.
+    outputs go to slot s. ``table``: [width, width] int32, code width - 1 the pad (chosen
+    by the lengths: it need not fit the codes' dtype).
     ``scratch``: 2 x BLOCK int32 per target column of the program, from
     scratch_at[i]. TRACK: also the ends (else the local mode keeps only the score)."""
     slot = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -146,8 +156,8 @@ def align_kernel(
                                            MODE, ROWS)
         j = 1
         while j <= n_max:
-            c = tl.load(t_ptr + ts + j - 1, mask=j <= n, other=pad).to(tl.int32)
-            c = tl.minimum(c, pad)
+            c = tl.load(t_ptr + ts + j - 1, mask=j <= n, other=0).to(tl.int32)
+            c = _code(c, j <= n, pad)
             h_up = tl.load(row_at + j * 2 * BLOCK)
             f_up = tl.load(row_at + j * 2 * BLOCK + BLOCK)
             diag = corner
@@ -172,9 +182,10 @@ def align_kernel(
     if MODE == GLOBAL:
         best_j = n
     tl.store(score_ptr + slot, best, mask=ok)
-    if TRACK:
-        tl.store(q_end_ptr + slot, best_i.to(tl.int64), mask=ok)
-        tl.store(t_end_ptr + slot, best_j.to(tl.int64), mask=ok)
+    # the ends even without TRACK (then meaningless): without these stores ptxas 12.9 (Triton 3.9)
+    # crashes on sm_80 for MODE local and semiglobal at num_warps=1 (tests/test_compile.py)
+    tl.store(q_end_ptr + slot, best_i.to(tl.int64), mask=ok)
+    tl.store(t_end_ptr + slot, best_j.to(tl.int64), mask=ok)
 
 
 LONG_TARGET = 1024  # targets this long go to align_wave (one pair per program)

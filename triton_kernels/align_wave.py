@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .align import GLOBAL, LOCAL, NEG, _cell, _gap, _tile, _track
+from .align import GLOBAL, LOCAL, NEG, _cell, _code, _gap, _tile, _track
 
 BIG = tl.constexpr(1 << 30)
 
@@ -80,8 +80,8 @@ def align_wave_kernel(
             f_top = tl.load(row + 2 * col + 1, mask=(w == 0) & live, other=0)
             h_up = tl.where(w == 0, h_top, h_in)
             f_up = tl.where(w == 0, f_top, f_in)
-            c = tl.load(t_ptr + ts + col - 1, mask=live, other=pad).to(tl.int32)
-            c = tl.minimum(c, pad)
+            c = tl.load(t_ptr + ts + col - 1, mask=live, other=0).to(tl.int32)
+            c = _code(c, live, pad)
             diag = corner
             new_h = ()
             new_e = ()

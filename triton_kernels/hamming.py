@@ -89,10 +89,12 @@ def onehot_rows(codes: torch.Tensor, S: int, table=None) -> torch.Tensor:
 
 
 def _dot_shape(n_symbols: int):
-    """(S, use_dot, JB): one-hot width (a power of two), path, positions per K-tile."""
+    """(S, use_dot, JB): one-hot width (a power of two), path, positions per K-tile. The
+    compare path has no one-hot tile: S = 1 there (a BM x S tile passes Triton's limit of
+    2^20 elements once token ids reach a few thousand; and one variant serves every alphabet)."""
     S = max(2, triton.next_power_of_2(max(1, n_symbols)))
     if S > MAX_DOT_SYMBOLS:
-        return S, False, 1
+        return 1, False, 1
     return S, True, DOT_K // S
 
 

@@ -98,12 +98,20 @@ def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode,
 PAIRS_PER_LAUNCH = 1 << 24
 PAIRS_PER_STEP = 1 << 22
 NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
+# The scan's pair table holds (S + 1)^3 int32 for S symbols: 20 KB for DNA (S = 16), 79 KB
+# for proteins (S = 26), 1.1 MB at S = 64, but 68 MB for bytes (S = 256), where each query
+# row's slice (264 KB) leaves the L1 cache and building the table costs more than scanning
+# a small database. Larger tables take the int32 kernels (the same scores; their table is
+# (S + 1)^2). The scan itself stays exact up to 256 symbols (tests/test_bytes_alphabet.py).
+SCAN_MAX_SYMBOLS = 64
 
 
 def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
-    """Whether the search takes the packed int16 database scan (local scores, byte codes)."""
+    """Whether the search takes the packed int16 database scan (local scores, byte codes,
+    small scores, at most SCAN_MAX_SYMBOLS symbols)."""
     top = max(table_top(table), gap_open, gap_extend)
-    return use_kernels(q_codes) and mode == "local" and d_codes.dtype == torch.uint8 and top <= NARROW_MAX_SCORE
+    return (use_kernels(q_codes) and mode == "local" and d_codes.dtype == torch.uint8 and top <= NARROW_MAX_SCORE
+            and table.shape[0] <= SCAN_MAX_SYMBOLS)
 
 
 SCAN_STREAMS = 4  # queries scanned on this many CUDA streams at once: one launch's tail overlaps the next
