@@ -4,9 +4,11 @@ schema, fake, and the CPU / CUDA implementations.
 Inputs: queries and targets as flat codes + offsets (pair b = query b, target b), the
 substitution ``table`` (int32 [S, S], codes < S), affine gaps (a gap of length L costs
 gap_open + (L - 1) gap_extend), ``mode`` ("local", "global", "semiglobal"), the longest
-query and target (-1: unknown, read from the data). Every DP cell must stay inside
-+-SCORE_LIMIT (scores are exact int32): a pair whose bound passes it raises. ``check=True``
-validates offsets and codes with one host read.
+query and target and (align_score) ``top``, the table's largest |entry| (-1: unknown, read
+from the data). Every DP cell must stay inside +-SCORE_LIMIT (scores are exact int32): a
+pair whose bound passes it raises. ``check=True`` validates offsets and codes with one
+host read; align_score with ``check=False`` and every hint reads nothing back (its GPU
+launches are planned from the hints: CUDA graphs).
 """
 
 from __future__ import annotations
