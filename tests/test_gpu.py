@@ -222,8 +222,8 @@ GPU_GAPS = ((11, 1), (3, 0))
 
 def test_align_scores(rng):
     """Scores and ends against the reference and Biopython (every mode, affine and
-    linear gaps, DNA scoring), edge cases, and a batch the size of a real launch against
-    the CPU implementation."""
+    linear gaps; DNA scoring, local), edge cases, and a batch the size of a real launch
+    against the CPU implementation."""
     from . import align_cases as al
 
     al.check_reference("cuda", rng, n=40, lengths=(0, 1, 15, 47, 48, 49, 100), gaps=GPU_GAPS)

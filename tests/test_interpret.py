@@ -270,6 +270,7 @@ def test_myers_band(monkeypatch, rng):
     for k in (0, 4):
         asm.check_search("cpu", rng, k=k, text_lens=(150, 200), pat_lens=(130, 150), n_texts=2, n_pat=2)
 
+
 @settings(max_examples=10, **SETTINGS)
 @given(st.lists(texts("ACG", (16, 32), 40), min_size=1, max_size=2), st.lists(lengths((64,), 8, low=1), min_size=1,
        max_size=2), st.integers(0, 3), st.sampled_from(("myers", "dp")), st.randoms(use_true_random=False))
