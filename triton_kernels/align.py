@@ -270,7 +270,8 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
         q_wave = longest[0]
     del n_len
     s_out = torch.empty_like(score)
-    qe_out, te_out = (torch.empty_like(q_end), torch.empty_like(t_end)) if track else (s_out, s_out)
+    # the kernels store the ends even without track (a ptxas workaround, align_kernel's end): never into s_out
+    qe_out, te_out = (torch.empty(P, dtype=torch.int64, device=dev) for _ in range(2))
     outs = (s_out, qe_out, te_out)
 
     def plan(k0: int, k1: int, per_column: int, per_pair: int) -> list:

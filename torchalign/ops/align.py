@@ -158,7 +158,7 @@ class _Scan:
         while c0 < len(offs) - 1:
             c1 = min(len(offs) - 1, max(c0 + 1, bisect.bisect_right(offs, offs[c0] + slots) - 1))
             part = p._replace(codes=p.codes[offs[c0]:offs[c1]], chunk_offsets=p.chunk_offsets[c0 : c1 + 1] - offs[c0],
-                              chunk_lengths=p.chunk_lengths[c0:c1])
+                              chunk_lengths=p.chunk_lengths[c0:c1], lengths=p.lengths[c0 * p.lanes : c1 * p.lanes])
             self.slices.append((c0, c1, part))
             c0 = c1
         self.slots = max([offs[c1] - offs[c0] for c0, c1, _ in self.slices], default=0)
