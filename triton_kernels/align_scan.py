@@ -67,7 +67,7 @@ def _max2(a, b, DPX: tl.constexpr):
         return tl.maximum(a & HIGH, b & HIGH) | lo.to(tl.int32, bitcast=True)
 
 
-@triton.jit(do_not_specialize=["qi", "chunk0", "n_seqs"])  # one compiled variant for every query and split
+@triton.jit(do_not_specialize=["qi", "chunk0", "n_seqs", "pair_width", "neg_open", "neg_extend", "pad"])  # one variant per DPX
 def scan_kernel(
     q_ptr, q_off_ptr, qi, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
     scratch_ptr, best_ptr, neg_open, neg_extend, pad,

@@ -53,7 +53,7 @@ def _row0(j, gap_open, gap_extend, MODE: tl.constexpr):
     return h
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["width", "gap_open", "gap_extend"])  # one variant per mode
 def traceback_dp_kernel(
     q_ptr, q_start_ptr, t_ptr, t_start_ptr, rows_ptr, cols_ptr, table_ptr, width, gap_open, gap_extend,
     dir_ptr, dir_at_ptr, scratch_ptr, scratch_at_ptr,
