@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
-from . import cli_distributed
+from . import blast_tab, cli_distributed
 from .batch import _longest, _offsets
 from .io import encode_records, iter_named, require_residues
 from .traceback import MAX_CELLS
@@ -43,6 +43,15 @@ def add_parser(sub, device_help: str):
                    help="local (Smith-Waterman, default), global (Needleman-Wunsch), semiglobal (whole query)")
     s.add_argument("--top", type=int, default=10, help="hits per query (default 10)")
     s.add_argument("--align", action="store_true", help="add a CIGAR column (=, X, I, D; the target is the reference)")
+    s.add_argument("--outfmt", default="default", choices=("default", "6"),
+                   help="6: BLAST's tabular output (qseqid sseqid pident length mismatch gapopen qstart qend sstart "
+                        "send evalue bitscore; 1-based coordinates; E-values over the query length x the database's "
+                        "residues, from NCBI BLAST+'s lambda and K for the matrix and gaps; BLAST's gap costs G / E are "
+                        "--gap-open G+E --gap-extend E here, its BLOSUM62 default 11 / 1 is --gap-open 12)")
+    s.add_argument("--evalue", type=float, help="with --outfmt 6: print only hits with an E-value at or below this")
+    s.add_argument("--no-evalue", action="store_true",
+                   help="with --outfmt 6: no statistics (E-value and bit score print as NaN), for scorings without "
+                        "published parameters")
     s.add_argument("--device", choices=("cuda", "cpu"), help=device_help)
     s.set_defaults(command="search")
     return s
@@ -58,6 +67,7 @@ def run(args, device: str, usage_error) -> int:
                              gap_extend=args.gap_extend)
     else:
         scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
+    blast_tab.check(args, scoring, usage_error)
     if cli_distributed.launched():  # under torchrun: each rank reads the files and searches its shard, rank 0 writes
         return cli_distributed.run(args, scoring, device, lambda: _read_files(args, scoring))
     (q_names, queries), (d_names, database) = _read_files(args, scoring)
@@ -71,6 +81,8 @@ def _report(args, scoring, device, q_names, queries, d_names, database, search) 
     and written as TSV, the summary on stderr."""
     header = "#" + "\t".join(COLUMNS + (("cigar",) if args.align else ())) + "\n"  # written with the first hits
     n_db = int(database.codes.numel())
+    tab = blast_tab.Rows(args, scoring, n_db) if args.outfmt == "6" else None
+    header = "" if tab else header
     q_lens = queries.lengths.tolist()
     cells, searching, aligning = 0, 0.0, 0.0
     with tqdm(total=sum(q_lens) * n_db, unit="cell", unit_scale=True, file=sys.stderr,
@@ -87,6 +99,9 @@ def _report(args, scoring, device, q_names, queries, d_names, database, search) 
             searching, aligning = searching + t1 - t0, aligning + time.perf_counter() - t1
             lines = []
             for (qi, ti), a in zip(zip((pair_q + q0).tolist(), indices.reshape(-1).tolist()), hits):
+                if tab:
+                    lines.append(tab.line(q_names[qi], d_names[ti], q_lens[qi], a))
+                    continue
                 row = [q_names[qi], d_names[ti], a.score, f"{100 * a.identity:.1f}", a.query_start, a.query_end,
                        a.target_start, a.target_end] + ([a.cigar or "*"] if args.align else [])
                 lines.append("\t".join(map(str, row)) + "\n")
