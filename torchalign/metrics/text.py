@@ -128,8 +128,12 @@ def _words(codes: torch.Tensor, offsets: np.ndarray, n_first: int, texts: list[s
     k = pos - torch.cummax(torch.where(start, pos, 0), 0).values  # position within the word
     inword = ~space
     wid = torch.where(inword, count[1:] - 1, n_words)  # spaces go to a spare slot
-    h = torch.zeros(n_words + 1, dtype=torch.int64, device=dev).index_add_(0, wid, word_hash(c, k))[:-1]
-    length = torch.bincount(wid, minlength=n_words + 1)[:-1]
+
+    def per_word(v):  # sums over each word's characters (bincount would read its maximum back)
+        return torch.zeros(n_words + 1, dtype=torch.int64, device=dev).index_add_(0, wid, v)[:-1]
+
+    h = per_word(word_hash(c, k))
+    length = per_word(inword.to(torch.int64))
     h = _mix(h + length * _GOLDEN)
     distinct, ids = torch.unique(h, return_inverse=True)
     # every word against the first word of its id: the same length and characters, else a collision
