@@ -381,6 +381,21 @@ def test_example_runs():
     assert "CER" in out and "WER" in out and "matches torchmetrics: True" in out
 
 
+# ---- the Triton kernels ----------------------------------------------------------------
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+def test_metrics_through_the_kernels():
+    """Under the interpreter, the CUDA path's kernels: Myers (ASCII bytes, word ids), the
+    DP (code points past 255), the global alignment (substitution_cost=2)."""
+    rng = random.Random(8)
+    batches = [([random_text(rng, alpha, 0, 14) for _ in range(5)], [random_text(rng, alpha, 0, 14) for _ in range(5)])
+               for alpha in ("ab c", "aé漢 \u3000")]
+    for preds, target in batches:
+        for ours, theirs in FUNCTIONS:
+            same(ours(preds, target), theirs(preds, target))
+        same(tam.edit_distance(preds, target, 2, None), TMF.edit_distance(preds, target, 2, None))
+
+
 # ---- GPU -------------------------------------------------------------------------------
 @pytest.mark.gpu
 def test_metrics_on_cuda_equal_cpu_and_torchmetrics(monkeypatch):
