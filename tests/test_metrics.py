@@ -240,6 +240,9 @@ def test_edit_distance_is_exact_where_torchmetrics_band_is_not():
         assert ours.tolist() == want
         theirs = TMF.edit_distance(preds, target, cost, None).tolist()
         assert all(x >= w for x, w in zip(theirs, want)) and theirs != want
+    short, long = ["a"], ["a" + "b" * 26]  # the docstring's example
+    assert tam.edit_distance(short, long, reduction="sum").item() == 26
+    assert TMF.edit_distance(short, long, reduction="sum").item() == 27
 
 
 def test_edit_distance_options_and_errors(monkeypatch):

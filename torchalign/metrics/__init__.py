@@ -18,10 +18,11 @@ with no errors. The metrics' states are torchmetrics' (float32 sums), so DDP red
 them as torchmetrics does. Where torchalign differs from torchmetrics:
 
 - ``EditDistance`` / ``edit_distance`` are exact. torchmetrics' keeps only a band of 25
-  cells (more for unequal lengths) around the length-scaled diagonal of the DP (a tercom
-  speed-up): for pairs whose best alignment leaves it, mostly unrelated strings of 30
-  characters or more, it reports more than the edit distance (rapidfuzz, jiwer and
-  torchmetrics' own CER agree with ours). Shorter or similar strings give equal results.
+  cells (more for very unequal lengths) around the length-scaled diagonal of the DP (a
+  tercom speed-up): for pairs whose best alignment leaves it, possible once a string has
+  27 characters (unrelated strings, or lengths far apart: "a" vs "a" + 26 "b" gives 27
+  there, 26 here), it reports more than the edit distance; rapidfuzz, jiwer and
+  torchmetrics' own CER agree with ours. Similar strings give equal results.
 - ``preds`` and ``target`` of different lengths raise ValueError (torchmetrics' CER, WER
   and MER drop the extra strings); items that are not str raise TypeError.
 

@@ -23,7 +23,7 @@ def counts(preds, target, unit: str, denominator: str, device=None) -> tuple[tor
     """(errors, total) as int64 scalars on ``device``: the edit distances summed over the
     pairs, and the target's length ("target") or the longer side's ("longer") summed, in
     ``unit`` "chars" or "words". What the metrics' states add up."""
-    a, b = encode_pairs(*pairs(preds, target), unit, torch.device("cpu") if device is None else device)
+    a, b = encode_pairs(*pairs(preds, target), unit, device)
     errors = levenshtein(a, b).sum()
     total = (b.lengths if denominator == "target" else torch.maximum(a.lengths, b.lengths)).sum()
     return errors, total
@@ -77,7 +77,7 @@ def distances(preds, target, substitution_cost: int = 1, device=None) -> torch.T
     """int32[B]: the character edit distance of each pair, insertions and deletions costing
     1 and substitutions ``substitution_cost`` (>= 0), on ``device``."""
     cost = check_int("substitution_cost", substitution_cost, 0, MAX_COST)
-    a, b = encode_pairs(*pairs(preds, target), "chars", torch.device("cpu") if device is None else device)
+    a, b = encode_pairs(*pairs(preds, target), "chars", device)
     if cost == 1:
         return levenshtein(a, b)
     return _weighted(a, b, cost)

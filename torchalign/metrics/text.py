@@ -54,8 +54,9 @@ def pairs(preds, target) -> tuple[list[str], list[str]]:
 
 
 def encode_pairs(preds: list[str], target: list[str], unit: str, device) -> tuple[SequenceBatch, SequenceBatch]:
-    """(preds, target) as two batches on ``device``: characters (bytes for an all-ASCII
-    update, else unicode code points) or, for unit "words", word ids (tokens)."""
+    """(preds, target) as two batches on ``device`` (None: the CPU): characters (bytes for
+    an all-ASCII update, else unicode code points) or, for unit "words", word ids (tokens)."""
+    device = torch.device("cpu") if device is None else torch.device(device)
     codes, offsets = _characters(preds + target, len(preds), device)
     if unit == "words":
         return _words(codes, offsets, len(preds), preds + target)
