@@ -2,8 +2,9 @@
 
 Each takes ``preds`` and ``target`` (a str or a list of str, one prediction per
 reference) and computes on ``device`` (default: the CPU) with one ``ta.levenshtein`` call
-for the whole batch. The definitions are torchmetrics' (``torchmetrics.functional.text``);
-see ``torchalign.metrics`` for where jiwer differs.
+for the whole batch (``edit_distance`` with a substitution cost other than 1: one global
+``ta.align_score``). The definitions are torchmetrics' (``torchmetrics.functional.text``);
+see ``torchalign.metrics`` for where torchmetrics' edit distance and jiwer differ.
 """
 
 from __future__ import annotations
