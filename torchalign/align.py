@@ -71,10 +71,10 @@ def search(queries, database, scoring: Scoring | None = None, top_k: int = 10, *
     Scores as align_score's (``mode`` "local" by default); the ends are those of the
     chosen hits only (the scan itself keeps scores alone). On the GPU the database is
     packed (sorted by length, interleaved) and local scores run two sequences per lane
-    in 16-bit halves; a score that could have wrapped is recomputed in int32. Packing is
-    done in every call (15 ms for 199 M residues on an H200, under 0.3 % of a 20-query
-    search): keep the encoded database on the GPU between calls, and on disk with
-    ``SequenceBatch.save`` / ``SequenceBatch.load``.
+    in 16-bit halves; a score that could have wrapped is recomputed in int32. The packed
+    database is made once and kept with the database's tensors (``SequenceBatch.pack``):
+    keep the encoded database on the GPU between calls (query after query reuses it), and
+    on disk with ``SequenceBatch.save`` / ``SequenceBatch.load``, which keep the packing too.
 
     ``batch_residues``: search the database in slices of about this many residues, each
     copied to the queries' device in turn and merged into the same top_k; the database

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -58,7 +59,6 @@ class SequenceBatch:
         # Ops called with check=False size their tiles from them without reading the device.
         self.max_code = max_code
         self.max_length = max_length
-        self._packed: dict = {}
 
     # ---- shape -------------------------------------------------------------
     def __len__(self) -> int:
@@ -93,15 +93,22 @@ class SequenceBatch:
         if get_alphabet_or_none(self.alphabet.name) is not self.alphabet:
             raise ValueError(f"save: the alphabet {self.alphabet.name!r} is not a built-in one; save codes and "
                              "offsets yourself")
+        packs = {lanes: {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in p._asdict().items()}
+                 for lanes, p in _packs_of(self.codes, self.offsets).items()}
         torch.save({"codes": self.codes.cpu(), "offsets": self.offsets.cpu(), "alphabet": self.alphabet.name,
-                    "max_code": self.max_code, "max_length": self.max_length}, path)
+                    "max_code": self.max_code, "max_length": self.max_length, "packed": packs}, path)
 
     @classmethod
     def load(cls, path, device=None) -> "SequenceBatch":
         """A batch written by ``save``, on ``device`` (default: the CPU)."""
         d = torch.load(path, map_location="cpu", weights_only=True)
         batch = cls(d["codes"], d["offsets"], d["alphabet"], d["max_code"], d["max_length"])
-        return batch if device is None else batch.to(device)
+        batch = batch if device is None else batch.to(device)
+        packs = _packs_of(batch.codes, batch.offsets)
+        for lanes, p in d.get("packed", {}).items():
+            packs[lanes] = PackedBatch(**{k: v.to(batch.device) if isinstance(v, torch.Tensor) else v
+                                          for k, v in p.items()})
+        return batch
 
     # ---- movement ----------------------------------------------------------
     def to(self, device, non_blocking: bool = False) -> "SequenceBatch":
@@ -197,15 +204,14 @@ class SequenceBatch:
 
     # ---- device layout -----------------------------------------------------
     def pack(self, lanes: int = 32) -> PackedBatch:
-        """Length-sorted, interleaved chunks of ``lanes`` sequences (cached per lanes).
+        """Length-sorted, interleaved chunks of ``lanes`` sequences, made once per lanes
+        while the batch's tensors live unchanged (see ``packed``).
 
         Done on the batch's device with one host read (the packed size). Memory beside
         the packed copy: ~40 B per sequence and ~20 B per residue of one step of
         PACK_STEP (4 M) residues.
         """
-        if lanes not in self._packed:
-            self._packed[lanes] = _pack(self.codes, self.offsets, lanes)
-        return self._packed[lanes]
+        return packed(self.codes, self.offsets, lanes)
 
 
 def _longest(lengths: torch.Tensor) -> int:
@@ -231,6 +237,37 @@ def _as_codes(t: torch.Tensor, alpha: Alphabet, what: str) -> tuple[torch.Tensor
                 f"{what}: codes must lie in [0, {alpha.size}) for alphabet {alpha.name!r}, found {lo}..{hi}"
             )
     return t.to(alpha.dtype).reshape(-1), hi
+
+
+# id(codes) -> (weak reference to codes, to offsets, their version counters, {lanes: PackedBatch})
+_PACKS: dict[int, tuple] = {}
+
+
+def _packs_of(codes: torch.Tensor, offsets: torch.Tensor) -> dict:
+    """The packed forms kept for these two tensors ({} new when they changed in place, when
+    offsets is another tensor, or when they keep no version counter: inference tensors)."""
+    try:
+        stamp = (codes._version, offsets._version)
+    except RuntimeError:
+        return {}
+    key = id(codes)
+    entry = _PACKS.get(key)
+    if entry is None or entry[0]() is not codes or entry[1]() is not offsets or entry[2] != stamp:
+        # dropped with codes (the callback of a replaced entry's reference only ever finds a newer one)
+        entry = _PACKS[key] = (weakref.ref(codes, lambda _, key=key: _PACKS.pop(key, None)), weakref.ref(offsets),
+                               stamp, {})
+    return entry[3]
+
+
+def packed(codes: torch.Tensor, offsets: torch.Tensor, lanes: int) -> PackedBatch:
+    """``_pack(codes, offsets, lanes)``, made once and kept as long as ``codes`` lives and
+    neither tensor is changed in place (tensor identity and version counter), so a database
+    searched again, or by query after query, is packed once. The packed copy (the codes
+    and their chunk padding) lives as long as the codes do."""
+    packs = _packs_of(codes, offsets)
+    if lanes not in packs:
+        packs[lanes] = _pack(codes, offsets, lanes)
+    return packs[lanes]
 
 
 PACK_STEP = 1 << 22  # residues placed per step of _pack (~20 B of int64 / int32 temporaries each)

@@ -29,7 +29,7 @@ def _min(a, b):
     return tl.minimum(a, b)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_chunks", "n_items", "row_stride", "k", "out_stride", "capacity"])  # one variant per mode
 def asm_rows_kernel(
     text_ptr, pat_ptr, pat_start_ptr, pat_len_ptr, n_chunks, n_items,
     scan_ptr, len_ptr, own_ptr, tid_ptr, row_ptr0, row_stride,

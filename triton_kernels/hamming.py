@@ -237,7 +237,7 @@ def _pattern_tile(
         tl.store(out, tl.where(fits, dist, -1), mask=(pos < end)[:, None] & c_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_pat", "max_len", "k", "prof_stride", "capacity"])  # one variant per constexpr set
 def hamming_windows_kernel(
     text_ptr, text_off_ptr, tile_text_ptr, tile_start_ptr,
     pat_ptr, pat_start_ptr, pat_len_ptr, n_pat, max_len,

@@ -27,7 +27,7 @@ def _min(a, b):
     return tl.minimum(a, b)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_pairs", "nb", "scratch_stride"])  # one variant per CDIST
 def levenshtein_rows_kernel(
     codes_ptr, a_start_ptr, a_len_ptr, b_start_ptr, b_len_ptr, n_pairs, nb,
     scratch_ptr, scratch_stride, out_ptr,

@@ -118,7 +118,7 @@ def _stretches(s, n_lanes, lane_pat_ptr, pat_len_ptr, lane_start_ptr, lane_len_p
     return ok, q, slot, m, t0, n
 
 
-@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
+@triton.jit(do_not_specialize=["n_lanes", "n_sym", "k", "q0", "out_stride", "capacity", "q_first"])  # one variant per constexpr set
 def myers_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym,

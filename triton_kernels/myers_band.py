@@ -29,7 +29,7 @@ import triton.language as tl
 from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _band_word, _stretches, grid_y_launches
 
 
-@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
+@triton.jit(do_not_specialize=["n_lanes", "n_sym", "n_words", "n_state", "k", "q0", "out_stride", "capacity", "q_first"])  # one variant per constexpr set
 def myers_band_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, state_ptr, n_state,

@@ -25,7 +25,7 @@ MAX_WORDS = 1024  # lanes of one stretch: patterns of up to 65,536 codes
 LANES = 64  # C x W per program (64, 128, 256 measured within 10%: NOTES.md)
 
 
-@triton.jit(do_not_specialize=["q_first"])  # one compiled variant for every launch of a split grid
+@triton.jit(do_not_specialize=["n_lanes", "n_sym", "n_words", "k", "q0", "out_stride", "capacity", "q_first"])  # one variant per constexpr set
 def myers_wave_kernel(
     codes_ptr, lane_pat_ptr, lane_start_ptr, lane_len_ptr, lane_own_ptr, lane_tag_ptr, n_lanes,
     pat_len_ptr, peq_ptr, n_sym, n_words, scratch_ptr,

@@ -45,7 +45,7 @@ def _bits_at(bits_ptr, n_bits_words, c, p, ok):
     return (lo >> s) | (hi << ((64 - s) % 64))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_bits_words", "n_sym", "n_lanes", "K", "n_state"])  # one variant
 def primers_kernel(
     text_ptr, stretch_start_ptr, stretch_len_ptr, bits_ptr, n_bits_words, n_sym,
     lane_pos_ptr, lane_rows_ptr, lane_seed_ptr, n_lanes, K, state_ptr, n_state, best_ptr,

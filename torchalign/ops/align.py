@@ -19,7 +19,7 @@ import contextlib
 import torch
 from torch import Tensor
 
-from ..batch import _pack
+from ..batch import packed
 from ..cpu import align as cpu
 from ..scoring import SCORE_LIMIT
 from . import checks
@@ -147,7 +147,7 @@ class _Scan:
 
     def __init__(self, d_codes, d_offsets, table):
         self.k = kernels("align_scan")
-        p = self.packed = _pack(d_codes, d_offsets, 2 * self.k.LANES)
+        p = self.packed = packed(d_codes, d_offsets, 2 * self.k.LANES)  # once per database
         host = torch.cat([p.chunk_offsets, p.chunk_lengths]).tolist()  # one read: the chunks' offsets and lengths
         offs, lengths = host[: len(host) // 2 + 1], host[len(host) // 2 + 1 :]
         self.chunk0 = sum(x >= SCAN_LONG for x in lengths)  # sorted longest first: the long chunks lead
