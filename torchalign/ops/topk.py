@@ -83,8 +83,9 @@ def levenshtein_topk(q_codes: Tensor, q_offsets: Tensor, r_codes: Tensor, r_offs
         best = torch.cat([best, key], 1).topk(k, dim=1, largest=False, sorted=True).values
         del d, key
         worst = int(best[:, -1].max())
-        if worst != EMPTY:  # every query has k within `worst // nr`: nothing further can enter,
-            bound = worst // nr  # so the kernels may stop at it (the result does not change)
+        if worst != EMPTY:  # every query has k within worst // nr, and later references have larger
+            bound = max(worst // nr - 1, 0)  # indices: one at that distance or more cannot enter, and
+            # the kernels may report all of those as bound + 1 (they stop early; the result is the same)
     empty = best == EMPTY
     distance = torch.where(empty, max_distance + 1 if max_distance >= 0 else NO_DISTANCE, best // max(nr, 1))
     return distance.to(torch.int32), torch.where(empty, -1, best % max(nr, 1))
