@@ -187,3 +187,33 @@ def test_cuda_unavailable(tmp_path, capsys, monkeypatch):
     path.write_text("abc\n")
     code, out, err = run(capsys, "dedup", path, "--max-distance", 1, "--device", "cuda")
     assert code == 2 and out == "" and "--device cuda: CUDA is not available here; use --device cpu" in err
+
+
+def test_example_script(tmp_path, rng):
+    """examples/dedup.py as a user runs it (CPU), on its built-in lines and on a file: the
+    pairs, the kept lines and each kept line's nearest kept line equal brute force."""
+    import subprocess
+    import sys
+
+    from .conftest import REPO
+
+    script = str(REPO / "examples" / "dedup.py")
+    out = subprocess.run([sys.executable, script, "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                         check=True).stdout
+    assert "kept 4 of 8 lines" in out and out.count(" edits: line ") == 4
+    lines = random_lines(rng, 25)
+    path = tmp_path / "lines.txt"
+    path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, script, str(path), "--max-distance", "2", "--device", "cpu"],
+                         capture_output=True, text=True, timeout=600, check=True).stdout.splitlines()
+    pairs = brute_pairs(lines, 2)
+    assert out[: len(pairs)] == [f"{d} edits: line {i} {lines[i]!r} ~ line {j} {lines[j]!r}" for i, j, d in pairs]
+    kept = [n for n in range(len(lines)) if n not in {j for _, j, _ in pairs}]
+    assert out[len(pairs)] == f"kept {len(kept)} of {len(lines)} lines"
+    want = []
+    for a in kept:
+        others = [(ref.levenshtein(lines[a], lines[b]), kept.index(b)) for b in kept if b != a]
+        if others:
+            d, m = min(others)
+            want.append(f"line {a}: nearest kept line {kept[m]} at {d} edits")
+    assert out[len(pairs) + 1:] == want

@@ -231,6 +231,41 @@ def test_tiles_stay_within_the_budget(monkeypatch, rng):
     assert sum(na * nb for na, nb in calls) < len(r) ** 2 * 0.65  # the upper triangle (+ diagonal blocks)
 
 
+def test_live_memory_follows_the_tile_not_nq_x_nr(monkeypatch):
+    """The ops' live tensor bytes (CPU) with the same budget stay flat when the references
+    (or the sequences of a self-join) double; with one tile of everything they double too.
+    (The CPU DP's own batches of rows are made small, so that the pairs' bytes show.)"""
+    from torch._library.custom_ops import OPDEFS
+
+    from torchalign.cpu import levenshtein as cpu_lev
+
+    from .test_memory_budget import LiveBytes
+
+    monkeypatch.setattr(cpu_lev, "_CHUNK_CELLS", 1 << 12)
+    rng = random.Random(3)
+    seqs = [rand_seq(rng, rng.randint(8, 12), "abcd") for _ in range(300)]
+    q = ta.encode([rand_seq(rng, rng.randint(8, 12), "abcd") for _ in range(80)], "bytes")
+
+    def peaks(n):
+        s = ta.encode(seqs[:n], "bytes")
+        out = []
+        for name, args in (("levenshtein_topk", (q.codes, q.offsets, s.codes, s.offsets, 256, 5, -1, -1, -1, -1,
+                                                 "auto", True)),
+                           ("near_duplicates", (s.codes, s.offsets, 256, 1, -1, -1, "auto", 10**9, True))):
+            with LiveBytes() as live:
+                OPDEFS[f"torchalign::{name}"]._init_fn(*args)
+            out.append(live.peak)
+        return out
+
+    monkeypatch.setattr(topk_ops, "TILE_BYTES", 1500 * topk_ops.PAIR_BYTES[False])  # 1,500 pairs a tile
+    small, large = peaks(150), peaks(300)
+    assert all(b < 1.3 * a for a, b in zip(small, large)), (small, large)
+    monkeypatch.setattr(topk_ops, "TILE_BYTES", 1 << 40)  # one tile: the dense matrix's working set
+    dense_small, dense_large = peaks(150), peaks(300)
+    assert all(b > 1.6 * a for a, b in zip(dense_small, dense_large)), (dense_small, dense_large)
+    assert all(3 * a < b for a, b in zip(large, dense_large)), (large, dense_large)
+
+
 # ---------------------------------------------------------------- ops and docs ------
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 

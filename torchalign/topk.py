@@ -46,10 +46,11 @@ def levenshtein_topk(queries, references, k: int, max_distance: int | None = Non
 
     The references go in tiles, each compared with every query (Myers' bit-vectors on the
     GPU) and merged into the running top k on the device; once every query has k
-    candidates, the kernels stop at the worst of them (Ukkonen's cut-off). Memory beside
-    the output: about ``ops.topk.TILE_BYTES`` (1 GiB) for a tile, 8 B per query and slot
-    for the running top k, and levenshtein_cdist's for one tile (the match masks of the
-    tile's side). One host read per tile.
+    candidates, the kernels stop below the worst of them (Ukkonen's cut-off). Memory
+    beside the output: about ``ops.topk.TILE_BYTES`` (1 GiB) for a tile, 8 B per query
+    and slot for the running top k, and levenshtein_cdist's for one tile (on the CPU, its
+    DP's batches of rows); never Nq x Nr. One host read per tile, even with
+    ``check=False``: not for CUDA graphs.
 
     >>> import torchalign as ta
     >>> d, i = ta.levenshtein_topk(["kitten", "flaw"], ["sitting", "lawn", "mitten", "flaws"], k=2)
