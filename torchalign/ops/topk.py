@@ -111,8 +111,8 @@ def near_duplicates(codes: Tensor, offsets: Tensor, n_symbols: int, max_distance
     found, count = [], 0
     for t0 in range(0, n, step):  # sequences t0 .. t1 (the j of a pair) against 0 .. t1 (its i < j)
         t1 = min(n, t0 + step)
-        d = _tile_distances(codes, offsets, lens, t0, t1, codes, offsets[: t1 + 1], int(prefix_longest[t1 - 1]), n_symbols,
-                            bound, code_bound, algorithm)
+        d = _tile_distances(codes, offsets, lens, t0, t1, codes, offsets[: t1 + 1], int(prefix_longest[t1 - 1]),
+                            n_symbols, bound, code_bound, algorithm)
         i = torch.arange(t1, device=d.device)
         j = torch.arange(t0, t1, device=d.device)
         jj, ii = ((d <= max_distance) & (i[None, :] < j[:, None])).nonzero(as_tuple=True)
