@@ -122,6 +122,9 @@ def test_fewer_references_than_k_and_empty_batches():
     got = ta.levenshtein_topk(empty, ["abc"], k=3, max_distance=4)
     assert got.distance.shape == got.index.shape == (0, 3)
     assert as_lists(ta.levenshtein_topk([""], ["", ""], k=1)) == [[[0]], [[0]]]
+    d, i = ta.levenshtein_topk(["ab"], ["b", "ab"], k=100_000)  # k far past Nr: the rest is empty
+    assert d.shape == (1, 100_000) and d[0, :3].tolist() == [0, 1, NO_DISTANCE] and i[0, :3].tolist() == [1, 0, -1]
+    assert d[0, 2:].eq(NO_DISTANCE).all() and i[0, 2:].eq(-1).all()
 
 
 def test_unequal_lengths_unicode_tokens_and_batch_inputs(rng):

@@ -69,7 +69,8 @@ def levenshtein_topk(q_codes: Tensor, q_offsets: Tensor, r_codes: Tensor, r_offs
     q_longest, r_longest, code_bound = _prepare(("queries", "references"), q_codes, q_offsets, r_codes, r_offsets,
                                                 n_symbols, q_longest, r_longest, code_bound, check)
     nq, nr = q_offsets.numel() - 1, r_offsets.numel() - 1
-    best = torch.full((nq, k), EMPTY, dtype=torch.int64, device=q_codes.device)
+    kept = min(k, max(nr, 1))  # slots past nr stay empty: not carried through the merges
+    best = torch.full((nq, kept), EMPTY, dtype=torch.int64, device=q_codes.device)
     bound = _cap(max_distance, max(q_longest, r_longest))
     r_lens = (r_offsets[1:] - r_offsets[:-1]).cpu()  # per-tile longest, on the host (one read)
     step = tile_size(nq, use_kernels(q_codes))
@@ -80,12 +81,13 @@ def levenshtein_topk(q_codes: Tensor, q_offsets: Tensor, r_codes: Tensor, r_offs
         key = d.to(torch.int64) * nr + torch.arange(r0, r1, device=d.device)
         if max_distance >= 0:
             key = key.masked_fill(d > max_distance, EMPTY)
-        best = torch.cat([best, key], 1).topk(k, dim=1, largest=False, sorted=True).values
+        best = torch.cat([best, key], 1).topk(kept, dim=1, largest=False, sorted=True).values
         del d, key
         worst = int(best[:, -1].max())
         if worst != EMPTY:  # every query has k within worst // nr, and later references have larger
             bound = max(worst // nr - 1, 0)  # indices: one at that distance or more cannot enter, and
             # the kernels may report all of those as bound + 1 (they stop early; the result is the same)
+    best = torch.cat([best, best.new_full((nq, k - kept), EMPTY)], 1)
     empty = best == EMPTY
     distance = torch.where(empty, max_distance + 1 if max_distance >= 0 else NO_DISTANCE, best // max(nr, 1))
     return distance.to(torch.int32), torch.where(empty, -1, best % max(nr, 1))
