@@ -9,6 +9,7 @@ from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
 from .primers import kdiff_primers
 from .scoring import Scoring
+from .topk import NearDuplicates, Neighbours, levenshtein_topk, near_duplicates
 from .traceback import Alignment, traceback
 
 __version__ = "0.1.0"
@@ -17,7 +18,8 @@ __all__ = [
     "Alphabet", "DNA", "RNA", "PROTEIN", "BYTES", "TOKENS", "UNICODE",
     "SequenceBatch", "PackedBatch", "encode", "Hits", "EditHits",
     "hamming", "hamming_cdist", "hamming_profile", "kmismatch_search",
-    "levenshtein", "levenshtein_cdist", "asm_search", "asm_best", "asm_profile",
+    "levenshtein", "levenshtein_cdist", "levenshtein_topk", "near_duplicates", "Neighbours", "NearDuplicates",
+    "asm_search", "asm_best", "asm_profile",
     "kdiff_primers",
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
     "Alignment", "traceback",

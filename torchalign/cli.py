@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
-from . import cli_search
+from . import cli_dedup, cli_search
 from .hamming import DEFAULT_MAX_HITS
 from .io import encode_records, iter_batches, iter_named, read_sequences, require_residues
 
@@ -63,6 +63,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     sub = parser.add_subparsers(dest="command", required=True)
     cli_search.add_parser(sub, "default: cuda when available").set_defaults(
         run=lambda args: cli_search.run(args, _device(args.device), UsageError))
+    cli_dedup.add_parser(sub, "default: cuda when available").set_defaults(
+        run=lambda args: cli_dedup.run(args, _device(args.device), UsageError))
     g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches (or k edits)",
                        description="Print every window of every record within Hamming distance k "
                                    "of a pattern, one tab-separated line per hit; mismatched "
