@@ -114,6 +114,13 @@ def test_levenshtein_pairs(rng, algorithm):
     lev.check_unicode_bytes("cpu", algorithm=algorithm)
 
 
+@pytest.mark.parametrize("algorithm", ["auto", "myers", "dp"])
+def test_levenshtein_of_only_empty_sequences(algorithm):
+    """No codes at all (the largest code -1) once divided the masks' budget by zero."""
+    assert ta.levenshtein(["", ""], ["", ""], algorithm=algorithm).tolist() == [0, 0]
+    assert ta.levenshtein_cdist(["", ""], ["", "", ""], algorithm=algorithm).tolist() == [[0, 0, 0]] * 2
+
+
 def test_levenshtein_dp_rows_wider_than_a_chunk(rng):
     from . import levenshtein_cases as lev
 

@@ -31,7 +31,7 @@ def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, 
         if check:
             checks.raise_if_bad("a", vals[0:3], *vals[6:8], n_symbols)
             checks.raise_if_bad("b", vals[3:6], *vals[8:10], n_symbols)
-        a_longest, b_longest, code_bound = vals[10], vals[11], max(vals[7], vals[9]) + 1
+        a_longest, b_longest, code_bound = vals[10], vals[11], max(vals[7], vals[9], 0) + 1  # (no codes: 1)
     if use_kernels(a_codes):
         d = _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest, code_bound,
                     max_distance, algorithm, cdist)
