@@ -19,7 +19,8 @@ from . import levenshtein as torch_dp
 try:
     from rapidfuzz import process
     from rapidfuzz.distance import Levenshtein
-except ImportError:  # (an optional dependency: the row DP then)
+    from rapidfuzz.process import cpdist  # noqa: F401  (3.8 and later)
+except ImportError:  # (missing, or too old: the row DP then)
     process = None
 
 UNICODE = 0x110000  # code points a str can hold (lone surrogates included)
