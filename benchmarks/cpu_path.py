@@ -93,6 +93,7 @@ def main() -> int:
     rows = [] if args.skip_cli else cli_rows(threads, clock)
 
     sc = ta.Scoring()
+    ta.search(["W"], ["W"], sc), ta.traceback(["W"], ["W"], sc), ta.levenshtein_cdist(["w"], ["w"])  # first calls
     (_, q), (_, d) = cli_search._read_files(argparse.Namespace(queries=None, database=None), sc)
     part = ta.SequenceBatch.from_codes([d[i] for i in range(300)], d.alphabet)
     two = ta.SequenceBatch.from_codes([q[i] for i in (0, 1)], q.alphabet)

@@ -32,6 +32,15 @@ GAPS = ((11, 1), (10, 2), (5, 5), (3, 0), (0, 0), (2, 1), (1, 1), (4, 3))
 BYTES = ta.Scoring(match=5, mismatch=-4, alphabet="bytes")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def parasail_for_small_pairs():
+    """Every non-empty pair through parasail here (small ones take the torch DP by default:
+    test_small_pairs_take_the_torch_dp), so small random cases test parasail's path."""
+    saved, parasail_align.TORCH_CELLS = parasail_align.TORCH_CELLS, 1
+    yield
+    parasail_align.TORCH_CELLS = saved
+
+
 def scorings():
     """(scoring, letters the sequences draw from): BLOSUM62, DNA match / mismatch, bytes."""
     blosum = st.builds(lambda g: ta.Scoring(gap_open=g[0], gap_extend=g[1]), st.sampled_from(GAPS))
@@ -151,6 +160,18 @@ def test_parasail_is_the_path_taken(monkeypatch):
         assert ta.align_score(["HEAGAWGHEE"], ["PAWHEAE"], mode=mode).score.numel() == 1
         assert ta.traceback(["HEAGAWGHEE"], ["PAWHEAE"], mode=mode)[0].columns > 0
     assert ta.search(["HEAGAWGHEE"], ["PAWHEAE", "GGGGHEAGAWGHEEGG"], top_k=2).scores.shape == (1, 2)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_small_pairs_take_the_torch_dp(mode, monkeypatch):
+    """With the default TORCH_CELLS, small pairs run in the torch DP and the rest in
+    parasail, in one call: the same integers as all of them in either."""
+    monkeypatch.setattr(parasail_align, "TORCH_CELLS", 400)
+    rng = random.Random(11)
+    qs, ts = cases.pairs(rng, 30, (0, 3, 10, 19, 20, 21, 60))
+    sizes = [len(q) * len(t) for q, t in zip(qs, ts)]
+    assert min(sizes) < 400 <= max(sizes)
+    check_scores(qs, ts, ta.Scoring(), mode)
 
 
 def test_fallback_without_parasail(monkeypatch):

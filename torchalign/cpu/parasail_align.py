@@ -14,8 +14,8 @@ target end 0: parasail's row starts at column 1), and global ends (always (m, n)
 
 Codes travel as the bytes code + 1 (parasail's alphabet is a C string: no byte 0), so a
 table of more than MAX_SYMBOLS symbols (bytes, token ids) is cut to the symbols the
-sequences use, renumbered. Pairs with an empty side, more symbols in use than that and
-a missing parasail take the torch DP. The calls release the GIL: pairs run on
+sequences use, renumbered. Small pairs (an empty side included: parasail takes none),
+more symbols in use than that and a missing parasail take the torch DP. The calls release the GIL: pairs run on
 torch.get_num_threads() threads.
 """
 
@@ -44,6 +44,9 @@ MAX_SYMBOLS = 255
 FUNCTIONS = {"local": "sw_scan_profile", "global": "nw_scan_profile", "semiglobal": "sg_dx_scan_profile"}
 STRIPED_LOCAL = "sw_striped_profile"
 LANES = ((8, (1 << 7) - 1), (16, (1 << 15) - 1), (32, 1 << 30))  # lane bits, the largest |entry| or gap they hold
+# Pairs of fewer cells run faster in the torch DP, vectorised over pairs, than one parasail
+# call each (~7 us; 20,000 local pairs of 5..10 aa: 1.8 us a pair there, NOTES.md)
+TORCH_CELLS = 400
 TASKS_PER_THREAD = 4  # pairs cut into this many tasks of equal cells per thread: balanced ends
 
 
@@ -91,8 +94,8 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     """(score int32[P], query end int64[P], target end int64[P]) of query pair_q[p] with
     target pair_t[p]: align.align_score's integers, ties included."""
     ql, tl = q_lens[pair_q], t_lens[pair_t]
-    empty = (ql == 0) | (tl == 0)  # parasail takes no empty sequence
-    enc = None if bool(empty.all()) else encode(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open,
+    small = ql * tl < TORCH_CELLS
+    enc = None if bool(small.all()) else encode(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap_open,
                                                 gap_extend)
     if enc is None:
         return torch_dp.align_score(q_codes, q_starts[pair_q], ql, t_codes, t_starts[pair_t], tl, table, gap_open,
@@ -100,12 +103,12 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     P = pair_q.numel()
     score = torch.empty(P, dtype=torch.int32)
     q_end, t_end = torch.empty(P, dtype=torch.int64), torch.empty(P, dtype=torch.int64)
-    if bool(empty.any()):
-        e = torch.nonzero(empty).squeeze(1)
+    if bool(small.any()):
+        e = torch.nonzero(small).squeeze(1)
         score[e], q_end[e], t_end[e] = torch_dp.align_score(q_codes, q_starts[pair_q[e]], ql[e], t_codes,
                                                             t_starts[pair_t[e]], tl[e], table, gap_open, gap_extend,
                                                             mode)
-    rest = torch.nonzero(~empty).squeeze(1)
+    rest = torch.nonzero(~small).squeeze(1)
     score[rest], q_end[rest], t_end[rest] = _parasail(enc, q_lens, t_lens, pair_q[rest], pair_t[rest], gap_open,
                                                       gap_extend, mode)
     return score, q_end, t_end
