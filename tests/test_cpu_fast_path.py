@@ -63,8 +63,11 @@ def torch_scores(q, t, sc, mode):
                                    sc.gap_open, sc.gap_extend, mode)
 
 
-def symbol(sc, code: int) -> str:
-    return chr(code) if sc.alphabet.name == "bytes" else sc.symbols[code]
+def score_fn(sc):
+    """The reference's score(a, b) of two symbols (bytes: characters by code)."""
+    if sc.alphabet.name == "bytes":
+        return lambda a, b: int(sc.table[ord(a), ord(b)])
+    return sc.score
 
 
 def check_scores(qs, ts, sc, mode, reference=True):
@@ -73,7 +76,7 @@ def check_scores(qs, ts, sc, mode, reference=True):
     got = cases.got_tuples(ta.align_score(q, t, sc, mode))
     assert got == cases.got_tuples(ta.Scores(*torch_scores(q, t, sc, mode))), mode
     if reference:
-        score = lambda a, b: int(sc.table[ord(a), ord(b)]) if sc.alphabet.name == "bytes" else sc.score(a, b)  # noqa: E731
+        score = score_fn(sc)
         assert got == [ref.align_score(a, b, score, sc.gap_open, sc.gap_extend, mode) for a, b in zip(qs, ts)], mode
     return got
 
@@ -199,8 +202,7 @@ def check_tracebacks(qs, ts, sc, mode, reference=True):
         assert (a.query_start, a.target_start) == (int(qf[b]), int(tf[b])), (mode, b)
         assert _expand(a.cigar) == cigar_ops, (mode, b)
         if reference:
-            score = lambda x, y: int(sc.table[ord(x), ord(y)]) if sc.alphabet.name == "bytes" else sc.score(x, y)  # noqa: E731
-            r = ref.traceback(qs[b], ts[b], score, sc.gap_open, sc.gap_extend, mode)
+            r = ref.traceback(qs[b], ts[b], score_fn(sc), sc.gap_open, sc.gap_extend, mode)
             assert (a.score, a.query_start, a.query_end, a.target_start, a.target_end, _expand(a.cigar)) == r, mode
     return got
 
