@@ -35,10 +35,14 @@ BYTES = ta.Scoring(match=5, mismatch=-4, alphabet="bytes")
 @pytest.fixture(autouse=True, scope="module")
 def parasail_for_small_pairs():
     """Every non-empty pair through parasail here (small ones take the torch DP by default:
-    test_small_pairs_take_the_torch_dp), so small random cases test parasail's path."""
-    saved, parasail_align.TORCH_CELLS = parasail_align.TORCH_CELLS, 1
+    test_small_pairs_take_the_torch_dp), so small random cases test parasail's path; one
+    torch thread (the torch DPs compared against ran 6x slower on two busy cores)."""
+    saved = parasail_align.TORCH_CELLS, torch.get_num_threads()
+    parasail_align.TORCH_CELLS = 1
+    torch.set_num_threads(1)
     yield
-    parasail_align.TORCH_CELLS = saved
+    parasail_align.TORCH_CELLS = saved[0]
+    torch.set_num_threads(saved[1])
 
 
 def scorings():
