@@ -128,6 +128,19 @@ def test_scores_past_int8_and_int16(mode):
     assert max(scores) > 32767 and (mode == "local" or min(scores) < -32768)
 
 
+@pytest.mark.parametrize("match, mismatch, gap_open, gap_extend", [
+    (127, -128, 127, 1), (126, -127, 1, 0), (128, -129, 128, 1), (32767, -32768, 32767, 1), (32768, -32769, 2, 2)])
+def test_lane_width_edges(match, mismatch, gap_open, gap_extend):
+    """Tables and gaps at the edges of int8 and int16 lanes (parasail_align.LANES): the
+    widest entry a width takes, and one past it."""
+    rng = random.Random(match)
+    sc = ta.Scoring(match=match, mismatch=mismatch, gap_open=gap_open, gap_extend=gap_extend)
+    qs = [cases.rand_protein(rng, rng.randint(1, 40), "AC") for _ in range(20)]
+    ts = [cases.rand_protein(rng, rng.randint(1, 40), "AC") for _ in range(20)]
+    for mode in MODES:
+        check_scores(qs, ts, sc, mode, reference=False)
+
+
 def test_empty_sequences_and_batches():
     sc = ta.Scoring()
     for mode in MODES:
