@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from ..batch import packed
-from ..cpu import align as cpu
+from ..cpu import parasail_align as cpu
 from ..scoring import SCORE_LIMIT
 from . import checks
 from .backend import kernels, use_kernels
@@ -71,8 +71,8 @@ def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_op
         return kernels("align").align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
                                             table, gap_open, gap_extend, MODES.index(mode), track=track,
                                             long_target=long_target, longest=longest)
-    return cpu.align_score(q_codes, q_starts[pair_q], q_lens[pair_q], t_codes, t_starts[pair_t], t_lens[pair_t],
-                           table, gap_open, gap_extend, mode)
+    return cpu.align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open,
+                           gap_extend, mode)
 
 
 @torch.library.custom_op("torchalign::align_score", mutates_args=(), device_types=DEVICES)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..cpu import levenshtein as cpu
+from ..cpu import rapidfuzz_levenshtein as cpu
 from . import checks
 from .backend import kernels, use_kernels
 
@@ -37,7 +37,8 @@ def _distances(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, 
                     max_distance, algorithm, cdist)
     else:
         codes = torch.cat([a_codes, b_codes])
-        d = cpu.levenshtein_pairs(codes, a_offsets[:-1], la, b_offsets[:-1] + a_codes.numel(), lb, cdist=cdist)
+        d = cpu.levenshtein_pairs(codes, a_offsets[:-1], la, b_offsets[:-1] + a_codes.numel(), lb, cdist=cdist,
+                                  max_distance=max_distance)
     return d if max_distance < 0 else d.clamp(max=max_distance + 1)
 
 

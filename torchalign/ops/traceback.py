@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..cpu import traceback as cpu
+from ..cpu import parasail_traceback as cpu
 from .align import DEVICES, MODES, _pairs, _validate
 from .backend import kernels, use_kernels
 
