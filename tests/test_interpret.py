@@ -379,8 +379,9 @@ def test_search_scan_beside_long_chunks(small_tiles, monkeypatch, long, short, q
     monkeypatch.setattr(ops_align, "SCAN_WAVE", SCAN_WAVE)
     monkeypatch.setattr(align, "LONG_TARGET", 1 << 30)  # the ends of every pair: the inter-task kernel
     scans, longs = [], []
-    plain_scan, plain_pairs = align_scan.scan_query, ops_align._pairs
-    monkeypatch.setattr(align_scan, "scan_query", lambda *a, **kw: scans.append((a[4].chunk_lengths.numel(), a[5]))
+    plain_scan, plain_pairs = align_scan.scan_queries, ops_align._pairs
+    monkeypatch.setattr(align_scan, "scan_queries", lambda *a, **kw: scans.append((a[5].chunk_lengths.numel(), a[6],
+                                                                                    a[3] - a[2]))
                         or plain_scan(*a, **kw))
     monkeypatch.setattr(ops_align, "_pairs", lambda *a, **kw: longs.append(a[11:]) or plain_pairs(*a, **kw))
     qs = [al.rand_protein(rnd, n, FEW) for n in q_lens]
@@ -388,8 +389,8 @@ def test_search_scan_beside_long_chunks(small_tiles, monkeypatch, long, short, q
     for i, q in enumerate(qs):  # a piece of a query, edited, in a short sequence
         db[len(long) + i] = al.related(rnd, q, FEW)[: SCAN_LONG - 1]
     al.check_top_k("cpu", qs, db, ta.Scoring(), "local", (len(db),))
-    # one slice of the scanned chunks per query (the long chunks are left out of the slice), of 2 chunks or more
-    assert len(scans) == len(qs) and all(n_chunks - chunk0 >= 2 for n_chunks, chunk0 in scans)
+    # one launch of every query on one slice of the scanned chunks (the long chunks left out of it), of 2 chunks or more
+    assert scans and all(n_chunks - chunk0 >= 2 and n_q == len(qs) for n_chunks, chunk0, n_q in scans)
     assert (SCAN_WAVE,) in longs  # the long chunks' pairs (then the ends of every pair: track)
 
 

@@ -94,33 +94,55 @@ def test_save_and_load_keep_the_pack(tmp_path, pack_calls):
     assert len(ta.SequenceBatch.load(tmp_path / "empty.pt")) == 0
 
 
-def _search_twice_and_cli(device, tmp_path, monkeypatch, capsys, pack_calls):
-    from torchalign import cli_search
-
+def _search_twice(device, pack_calls):
     rng = random.Random(5)
-    queries = [rand_protein(rng, rng.randint(20, 60)) for _ in range(4)]
-    db_seqs = [related(rng, rng.choice(queries)) for _ in range(30)] + [rand_protein(rng, 50) for _ in range(30)]
-    db = ta.encode(db_seqs, "protein", device)
+    queries = [rand_protein(rng, rng.randint(1, 12)) for _ in range(2)]
+    db = ta.encode([related(rng, rng.choice(queries)) for _ in range(6)] + [rand_protein(rng, 10) for _ in range(6)],
+                   "protein", device)
     first = ta.search(queries, db, top_k=3)
     second = ta.search(queries[::-1], db, top_k=3)
     assert torch.equal(first.scores.flip(0), second.scores)
     assert len(pack_calls) == 1, pack_calls
 
-    # the CLI, one search call per query (a group of cells smaller than any query's): one packing
-    (tmp_path / "q.fa").write_text("".join(f">q{i}\n{s}\n" for i, s in enumerate(queries)))
-    (tmp_path / "db.fa").write_text("".join(f">d{i}\n{s}\n" for i, s in enumerate(db_seqs)))
-    monkeypatch.setattr(cli_search, "GROUP_CELLS", 1)
-    pack_calls.clear()
-    assert main(["search", str(tmp_path / "q.fa"), str(tmp_path / "db.fa"), "--top", "3", "--device", device]) == 0
-    lines = [x for x in capsys.readouterr().out.splitlines() if not x.startswith("#")]
-    assert len(lines) == 4 * 3 and len(pack_calls) == 1, pack_calls
-
 
 @pytest.mark.interpret
-def test_search_and_cli_pack_once_under_the_interpreter(kernels_on_cpu, tmp_path, monkeypatch, capsys, pack_calls):
-    _search_twice_and_cli("cpu", tmp_path, monkeypatch, capsys, pack_calls)
+def test_search_packs_once_under_the_interpreter(kernels_on_cpu, pack_calls):
+    _search_twice("cpu", pack_calls)
 
 
 @pytest.mark.gpu
-def test_search_and_cli_pack_once_on_the_gpu(tmp_path, monkeypatch, capsys, pack_calls):
-    _search_twice_and_cli("cuda", tmp_path, monkeypatch, capsys, pack_calls)
+def test_search_packs_once_on_the_gpu(pack_calls):
+    _search_twice("cuda", pack_calls)
+
+
+def _cli_files(tmp_path, n_queries=4):
+    rng = random.Random(6)
+    queries = [rand_protein(rng, rng.randint(20, 40)) for _ in range(n_queries)]
+    db = [related(rng, rng.choice(queries)) for _ in range(10)] + [rand_protein(rng, 30) for _ in range(10)]
+    (tmp_path / "q.fa").write_text("".join(f">q{i}\n{s}\n" for i, s in enumerate(queries)))
+    (tmp_path / "db.fa").write_text("".join(f">d{i}\n{s}\n" for i, s in enumerate(db)))
+    return [str(tmp_path / "q.fa"), str(tmp_path / "db.fa")]
+
+
+def test_cli_searches_one_database_for_every_query_group(tmp_path, monkeypatch, capsys):
+    """One search call per query (a group of cells smaller than any query's): every call
+    gets the same database tensors, so the packed form made by the first is the one used."""
+    from torchalign import cli_search
+
+    seen, real = [], ta.search
+    monkeypatch.setattr(cli_search.ta, "search", lambda q, d, *a, **kw: seen.append((d.codes, d.offsets))
+                        or real(q, d, *a, **kw))
+    monkeypatch.setattr(cli_search, "GROUP_CELLS", 1)
+    assert main(["search", *_cli_files(tmp_path), "--top", "3", "--device", "cpu"]) == 0
+    assert len([x for x in capsys.readouterr().out.splitlines() if not x.startswith("#")]) == 4 * 3
+    assert len(seen) == 4 and all(c is seen[0][0] and o is seen[0][1] for c, o in seen)
+
+
+@pytest.mark.gpu
+def test_cli_packs_once_on_the_gpu(tmp_path, monkeypatch, capsys, pack_calls):
+    from torchalign import cli_search
+
+    monkeypatch.setattr(cli_search, "GROUP_CELLS", 1)
+    assert main(["search", *_cli_files(tmp_path), "--top", "3", "--device", "cuda"]) == 0
+    assert len([x for x in capsys.readouterr().out.splitlines() if not x.startswith("#")]) == 4 * 3
+    assert pack_calls == [64]

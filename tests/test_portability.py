@@ -41,7 +41,7 @@ def test_no_dpx_off_cuda(monkeypatch):
 
 
 def test_the_launcher_passes_the_choice(monkeypatch):
-    """scan_query launches scan_kernel with DPX = use_dpx(the query's device)."""
+    """scan_queries launches scan_kernel with DPX = use_dpx(the query's device)."""
     seen = []
 
     class Recorder:
@@ -56,7 +56,7 @@ def test_the_launcher_passes_the_choice(monkeypatch):
     packed = db.pack(2 * align_scan.LANES)
     pairs = align_scan.pair_table(sc.table, align_scan.NEG16)
     scratch = torch.empty(packed.codes.numel(), dtype=torch.int32)
-    align_scan.scan_query(q.codes, q.offsets, 0, pairs, packed, 0, scratch, 11, 1)
+    align_scan.scan_queries(q.codes, q.offsets, 0, 1, pairs, packed, 0, scratch, 11, 1)
     assert seen == [("the choice for", "cpu")]
 
 
@@ -159,11 +159,10 @@ def test_scan_outputs_without_dpx_equal_dpx(monkeypatch):
     q = ta.encode([seqs[-3], seqs[0], b"\xff" * 40], "bytes", "cuda")
     packed = d.pack(2 * align_scan.LANES)
     pairs = align_scan.pair_table(table.cuda(), align_scan.NEG16)
-    scratch = torch.empty(packed.codes.numel(), dtype=torch.int32, device="cuda")
+    scratch = torch.empty(len(q) * packed.codes.numel(), dtype=torch.int32, device="cuda")
 
     def scan():
-        return torch.stack([align_scan.scan_query(q.codes, q.offsets, i, pairs, packed, 0, scratch, 950, 100)
-                            for i in range(len(q))])
+        return align_scan.scan_queries(q.codes, q.offsets, 0, len(q), pairs, packed, 0, scratch, 950, 100)
 
     a, b = _scan_both_ways(monkeypatch, scan)
     assert (a > 32767 - 900).any() and torch.equal(a, b)

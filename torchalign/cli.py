@@ -24,9 +24,10 @@ from .io import encode_records, iter_batches, iter_named, read_sequences, requir
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
 PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
 DIST_CHUNK_CELLS = 1 << 22  # distance-matrix entries per call of levenshtein_cdist
-# The CPU paths run long chains of small torch ops; measured on a shared 2-core machine,
-# torch's default of one thread per core made `search --device cpu` 10x slower than one
-# thread (and grep 1.2x): --threads raises it where cores are idle.
+# On a shared 2-core machine torch's default of one thread per core made the torch DPs of
+# `search --device cpu` 10x slower than one thread (and grep 1.2x); the search now runs in
+# parasail, whose Python wrapper holds the GIL per pair, so 2 threads gained at most 1.14x
+# there (NOTES.md, "CPU path"): --threads raises it where cores are idle.
 DEFAULT_THREADS = 1
 
 

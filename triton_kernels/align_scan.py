@@ -1,6 +1,6 @@
 """Database scan, local scores only, two cells per 32-bit operation (int16 pairs).
 
-The search path of the inter-task scheme: one query per launch, the database packed
+The search path of the inter-task scheme: many queries per launch, the database packed
 (sorted by length, chunks of 2 x LANES sequences stored interleaved, so a warp's loads
 of a column are coalesced). Lane l of a program holds two database sequences at once,
 slot l in the low 16 bits and slot l + LANES in the high 16 bits of every DP register,
@@ -67,20 +67,27 @@ def _max2(a, b, DPX: tl.constexpr):
         return tl.maximum(a & HIGH, b & HIGH) | lo.to(tl.int32, bitcast=True)
 
 
-@triton.jit(do_not_specialize=["qi", "chunk0", "n_seqs", "pair_width", "neg_open", "neg_extend", "pad"])  # one variant per DPX
+@triton.jit(do_not_specialize=["q0", "n_q", "chunk0", "n_seqs", "pair_width", "scratch_stride", "best_stride",
+                               "neg_open", "neg_extend", "pad"])  # one variant per DPX
 def scan_kernel(
-    q_ptr, q_off_ptr, qi, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
-    scratch_ptr, best_ptr, neg_open, neg_extend, pad,
+    q_ptr, q_off_ptr, q0, n_q, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
+    scratch_ptr, scratch_stride, best_ptr, best_stride, neg_open, neg_extend, pad,
     ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr,
 ):
-    """Program i scans chunk chunk0 + i against query qi, q[q_off[qi] : q_off[qi + 1]].
+    """Program p scans chunk chunk0 + p // n_q against query qi = q0 + p % n_q, q[q_off[qi] :
+    q_off[qi + 1]]: chunk-major, so the longest chunks of every query start first and a
+    small database still fills the GPU.
     ``pair``: int32 [query code][code A * pair_width + code B] = the two scores packed;
     ``len``: the n_seqs sequence lengths in packed (sorted) order, slot s of chunk c
     holding sequence c * 2 LANES + s; ``neg_open`` / ``neg_extend``: -gap_open /
-    -gap_extend packed in both halves; ``scratch``: int32 at the chunk's own offset, 2 x
-    LANES per column (the tile's last row H and F). ``pad``: the pad code (pair_width - 1).
-    Writes the packed best of lane l to best[chunk * LANES + l]."""
-    c = chunk0 + tl.program_id(0)
+    -gap_extend packed in both halves; ``scratch``: int32, scratch_stride per query, at the
+    chunk's own offset in it 2 x LANES per column (the tile's last row H and F). ``pad``:
+    the pad code (pair_width - 1). Writes the packed best of lane l to
+    best[(qi - q0) * best_stride + chunk * LANES + l]."""
+    p = tl.program_id(0)
+    c = chunk0 + p // n_q
+    qn = (p % n_q).to(tl.int64)
+    qi = q0 + qn
     q_start = tl.load(q_off_ptr + qi)
     m = (tl.load(q_off_ptr + qi + 1) - q_start).to(tl.int32)
     base = tl.load(chunk_off_ptr + c)
@@ -92,7 +99,7 @@ def scan_kernel(
     zero = tl.zeros((LANES,), tl.int32)
     neg = zero + NEG2
     col = db_ptr + base + lane
-    row_at = scratch_ptr + base + lane
+    row_at = scratch_ptr + qn * scratch_stride + base + lane
     best = zero
     r0 = 0
     while r0 < m:
@@ -137,7 +144,7 @@ def scan_kernel(
             tl.store(row_at + j * 2 * LANES + LANES, f_up)
             j += 1
         r0 += ROWS
-    tl.store(best_ptr + c * LANES + lane, best)
+    tl.store(best_ptr + qn * best_stride + c * LANES + lane, best)
 
 
 def pair_table(table, pad_score: int):
@@ -166,23 +173,27 @@ def use_dpx(device: torch.device) -> bool:
     return device.type == "cuda" and dpx_for(torch.cuda.get_device_capability(device))
 
 
-def scan_query(q_codes, q_offsets, qi: int, pairs, packed, chunk0: int, scratch, gap_open: int, gap_extend: int,
-               rows: int | None = None):
-    """Best local score of query qi against every sequence of chunks chunk0.. of
-    ``packed`` (a PackedBatch of 2 x lanes lanes): int32 [chunks x 2 lanes] in packed
-    (sorted) order, the sequences of chunks before chunk0 left at 0. ``pairs``: pair_table(table, NEG16)."""
-    n_chunks, lanes = packed.chunk_lengths.numel(), packed.lanes // 2
-    best = torch.zeros(n_chunks * lanes, dtype=torch.int32, device=q_codes.device)
-    if n_chunks > chunk0 and packed.codes.numel() and q_codes.numel():  # (else every best is 0)
+def scan_queries(q_codes, q_offsets, q0: int, q1: int, pairs, packed, chunk0: int, scratch, gap_open: int,
+                 gap_extend: int, rows: int | None = None):
+    """Best local scores of queries q0..q1 against every sequence of chunks chunk0.. of
+    ``packed`` (a PackedBatch of 2 x lanes lanes), in one launch: int32 [q1 - q0, chunks x 2
+    lanes] in packed (sorted) order, the sequences of chunks before chunk0 left at 0.
+    ``pairs``: pair_table(table, NEG16); ``scratch``: int32, (q1 - q0) x packed.codes.numel()."""
+    n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0
+    slots = packed.codes.numel()
+    if scratch.numel() < n_q * slots:
+        raise ValueError(f"scan_queries: scratch holds {scratch.numel()} int32, {n_q} queries need {n_q * slots}")
+    best = torch.zeros((n_q, n_chunks * lanes), dtype=torch.int32, device=q_codes.device)
+    if n_q > 0 and n_chunks > chunk0 and slots and q_codes.numel():  # (else every best is 0)
         width = pairs.shape[0]
-        scan_kernel[(n_chunks - chunk0,)](
-            q_codes, q_offsets, qi, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
-            packed.lengths, packed.lengths.numel(), chunk0, scratch, best, packed_pair(-gap_open),
-            packed_pair(-gap_extend), width - 1,
+        scan_kernel[((n_chunks - chunk0) * n_q,)](
+            q_codes, q_offsets, q0, n_q, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
+            packed.lengths, packed.lengths.numel(), chunk0, scratch, slots, best, n_chunks * lanes,
+            packed_pair(-gap_open), packed_pair(-gap_extend), width - 1,
             ROWS=rows or ROWS, LANES=lanes, DPX=use_dpx(q_codes.device), num_warps=max(1, lanes // 32),
         )
     # lane l of a chunk: slot l in the low half, slot l + lanes in the high half
-    per_chunk = best.view(-1, lanes)
+    per_chunk = best.view(n_q, -1, lanes)
     lo = (per_chunk << 16) >> 16
     hi = per_chunk >> 16
-    return torch.cat([lo, hi], dim=1).reshape(-1)
+    return torch.cat([lo, hi], dim=2).reshape(n_q, -1)

@@ -116,14 +116,16 @@ def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
             and table.shape[0] <= SCAN_MAX_SYMBOLS)
 
 
-SCAN_STREAMS = 4  # queries scanned on this many CUDA streams at once: one launch's tail overlaps the next
+SCAN_STREAMS = 4  # launches of queries on this many CUDA streams at once: one launch's tail overlaps the next
 # Chunks this long leave the int16 scan (one would be its launch's tail) for align_pairs,
 # where targets of SCAN_WAVE residues or more take the wavefront kernel and the rest the
 # inter-task one. H200, 20 queries vs 570,000 sequences: (1,024, 1,024) 1.48 TCUPS,
 # (1,024, 2,048) 1.68-1.70, (1,024, 4,096) 1.65-1.66, (2,048, 4,096) 1.87 (NOTES.md).
 SCAN_LONG = 2048
 SCAN_WAVE = 4096
-SCAN_SCRATCH_BYTES = 1 << 30  # the scan's scratch per stream (int32 per packed slot): chunks in slices that fit
+# The scan's scratch per stream (int32 per packed slot and query of a launch): chunks in slices
+# that fit, and as many queries per launch as fit (all 20 bundled ones; one for 200 M residues)
+SCAN_SCRATCH_BYTES = 1 << 30
 
 
 def _side_streams(dev, n: int) -> list:
@@ -170,21 +172,26 @@ class _Scan:
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
         dev, order, lr, per_chunk = q_codes.device, self.packed.order, self.long_ranks, 2 * self.k.LANES
         by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=dev)
-        long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, q1 - q0))
+        per_launch = max(1, min(q1 - q0, SCAN_SCRATCH_BYTES // (4 * max(1, self.slots))))
+        launches = [(g0, min(q1, g0 + per_launch)) for g0 in range(q0, q1, per_launch)]
+        long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, len(launches)))
         if lr:  # the long chunks' pairs, beside the scans
             with _on(long_stream):
                 pair_q = torch.arange(q0, q1, device=dev)[:, None].expand(q1 - q0, lr).reshape(-1)
                 by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
                                          table, gap_open, gap_extend, "local", False, SCAN_WAVE)[0].view(q1 - q0, lr)
+        need = max(1, self.slots * per_launch)
+        self.scratch = [x for x in self.scratch if x.numel() >= need][: len(scan_streams)]
         while len(self.scratch) < len(scan_streams):
-            self.scratch.append(torch.empty(max(1, self.slots), dtype=torch.int32, device=dev))
-        for qi in range(q0, q1):
-            s = (qi - q0) % len(scan_streams)
+            self.scratch.append(torch.empty(need, dtype=torch.int32, device=dev))
+        for i, (g0, g1) in enumerate(launches):
+            s = i % len(scan_streams)
             with _on(scan_streams[s]):
                 for c0, c1, part in self.slices:
                     a, b = c0 * per_chunk, min(self.n, c1 * per_chunk)
-                    by_rank[qi - q0, a:b] = self.k.scan_query(q_codes, q_offsets, qi, self.pairs, part, 0,
-                                                              self.scratch[s], gap_open, gap_extend)[: b - a]
+                    by_rank[g0 - q0 : g1 - q0, a:b] = self.k.scan_queries(
+                        q_codes, q_offsets, g0, g1, self.pairs, part, 0, self.scratch[s], gap_open, gap_extend
+                    )[:, : b - a]
         if dev.type == "cuda":
             for stream in [long_stream] + scan_streams:
                 torch.cuda.current_stream(dev).wait_stream(stream)
