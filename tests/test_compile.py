@@ -31,7 +31,6 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("compile")  # module-scoped work, run once: on one xdist worker
 
 if os.environ.get("TRITON_INTERPRET") == "1":  # the recorder replaces JITFunction.run, which the interpreter lacks
     pytest.skip("compile tests run without TRITON_INTERPRET", allow_module_level=True)

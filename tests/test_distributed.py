@@ -19,7 +19,6 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.xdist_group("distributed")  # module-scoped work, run once: on one xdist worker
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
