@@ -237,13 +237,16 @@ def test_tiles_stay_within_the_budget(monkeypatch, rng):
 def test_live_memory_follows_the_tile_not_nq_x_nr(monkeypatch):
     """The ops' live tensor bytes (CPU) with the same budget stay flat when the references
     (or the sequences of a self-join) double; with one tile of everything they double too.
-    (The CPU DP's own batches of rows are made small, so that the pairs' bytes show.)"""
+    (The CPU torch DP's own batches of rows are made small, so that the pairs' bytes show;
+    rapidfuzz's buffers are not torch tensors.)"""
     from torch._library.custom_ops import OPDEFS
 
     from torchalign.cpu import levenshtein as cpu_lev
+    from torchalign.cpu import rapidfuzz_levenshtein
 
     from .test_memory_budget import LiveBytes
 
+    monkeypatch.setattr(rapidfuzz_levenshtein, "process", None)  # the torch DP, whose pair buffers show
     monkeypatch.setattr(cpu_lev, "_CHUNK_CELLS", 1 << 12)
     rng = random.Random(3)
     seqs = [rand_seq(rng, rng.randint(8, 12), "abcd") for _ in range(300)]
