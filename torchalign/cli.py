@@ -1,5 +1,6 @@
 """The command line: ``torchalign search [QUERIES DATABASE]``, ``torchalign grep PATTERN [FILE]``,
-``torchalign dist A B``, ``torchalign primers ALPHA BETA -k K`` (also ``python -m torchalign``)."""
+``torchalign dist A B``, ``torchalign primers ALPHA BETA -k K``, ``torchalign dedup FILE --max-distance K``
+(also ``python -m torchalign``)."""
 
 from __future__ import annotations
 
