@@ -206,3 +206,14 @@ def write_json(out_dir: str, family: str, device: torch.device, commit: str, row
         json.dump(record, f, indent=2, default=str)
         f.write("\n")
     return path
+
+
+def report_end(path: str, info: dict, errors: list[str], failures: list[str]) -> None:
+    """The lines after the table: peers that raised, the total time and the JSON written;
+    then exit 1 if any result failed its verification."""
+    for e in errors:
+        print(f"peer error: {e}")
+    print(f"total {info['wall_s']} s; wrote {path}")
+    if failures:
+        print("\nVERIFICATION FAILED:\n  " + "\n  ".join(failures))
+        sys.exit(1)

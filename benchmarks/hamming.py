@@ -27,7 +27,8 @@ import traceback
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Clock, Row, bench, fill_ratios, git_commit, markdown_table, pick_device, si, sync, write_json  # noqa: E402
+from common import (Clock, Row, bench, fill_ratios, git_commit, markdown_table, pick_device, report_end, si,  # noqa: E402
+                    sync, write_json)
 
 try:
     import torchalign as ta
@@ -381,12 +382,7 @@ def main(argv=None) -> None:
     print("vs ours: ours' throughput / this row's, on the same input (>1: ours is faster). "
           "verified: same integers as the reference row (cdist: the chunked compare; "
           "search subset: ours' hits; 'planted': every planted hit found).")
-    for e in ERRORS:
-        print(f"peer error: {e}")
-    print(f"total {info['wall_s']} s; wrote {path}")
-    if FAILURES:
-        print("\nVERIFICATION FAILED:\n  " + "\n  ".join(FAILURES))
-        sys.exit(1)
+    report_end(path, info, ERRORS, FAILURES)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import Clock, Row, fill_ratios, git_commit, markdown_table, pick_device, si, sync, write_json  # noqa: E402
+from common import (Clock, Row, fill_ratios, git_commit, markdown_table, pick_device, report_end, si, sync,  # noqa: E402
+                    write_json)
 
 import torchalign.metrics as tam  # noqa: E402
 
@@ -162,12 +163,7 @@ def main(argv=None) -> None:
     print()
     print("vs ours: ours' throughput / this row's (>1: ours is faster); verified: the same value as ours. "
           "Times: median of 3 (spread in the note), string encoding and copies included.")
-    for e in ERRORS:
-        print(f"peer error: {e}")
-    print(f"total {info['wall_s']} s; wrote {path}")
-    if FAILURES:
-        print("\nVERIFICATION FAILED:\n  " + "\n  ".join(FAILURES))
-        sys.exit(1)
+    report_end(path, info, ERRORS, FAILURES)
 
 
 if __name__ == "__main__":

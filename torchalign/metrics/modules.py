@@ -18,7 +18,19 @@ except ImportError as e:  # pragma: no cover  (the metrics extra is missing)
 from .functional import counts, distances
 
 
-class CharErrorRate(_tm.CharErrorRate):
+class _Rate:
+    """update() of the rate metrics: their states ``errors`` and ``total`` from counts of
+    ``_units`` ("chars" or "words") over ``_over`` (the target's length or the longer one)."""
+
+    _units, _over = "chars", "target"
+
+    def update(self, preds, target) -> None:
+        errors, total = counts(preds, target, self._units, self._over, self.device)
+        self.errors += errors
+        self.total += total
+
+
+class CharErrorRate(_Rate, _tm.CharErrorRate):
     """Character error rate (torchmetrics' definition and states), computed by torchalign.
 
     >>> from torchalign.metrics import CharErrorRate
@@ -29,13 +41,10 @@ class CharErrorRate(_tm.CharErrorRate):
     tensor(0.3415)
     """
 
-    def update(self, preds, target) -> None:
-        errors, total = counts(preds, target, "chars", "target", self.device)
-        self.errors += errors
-        self.total += total
+    _units, _over = "chars", "target"
 
 
-class WordErrorRate(_tm.WordErrorRate):
+class WordErrorRate(_Rate, _tm.WordErrorRate):
     """Word error rate (torchmetrics' definition and states), computed by torchalign.
 
     >>> from torchalign.metrics import WordErrorRate
@@ -44,13 +53,10 @@ class WordErrorRate(_tm.WordErrorRate):
     tensor(0.5000)
     """
 
-    def update(self, preds, target) -> None:
-        errors, total = counts(preds, target, "words", "target", self.device)
-        self.errors += errors
-        self.total += total
+    _units, _over = "words", "target"
 
 
-class MatchErrorRate(_tm.MatchErrorRate):
+class MatchErrorRate(_Rate, _tm.MatchErrorRate):
     """Match error rate (torchmetrics' definition and states), computed by torchalign.
 
     >>> from torchalign.metrics import MatchErrorRate
@@ -59,10 +65,7 @@ class MatchErrorRate(_tm.MatchErrorRate):
     tensor(0.4444)
     """
 
-    def update(self, preds, target) -> None:
-        errors, total = counts(preds, target, "words", "longer", self.device)
-        self.errors += errors
-        self.total += total
+    _units, _over = "words", "longer"
 
 
 class EditDistance(_tm.EditDistance):
