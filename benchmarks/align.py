@@ -109,19 +109,30 @@ def main() -> int:
     for q in queries:
         cells = float(len(q)) * residues
         ta.search([q], D, sc)  # warm-up (a new kernel variant compiles on its first call)
-        ms = time_once(lambda: ta.search([q], D, sc), device)
+        ms, spread = time_runs(lambda: ta.search([q], D, sc), device)
         rows.append(Row(f"search {len(q)} aa vs {n_db} seqs ({residues / 1e6:.0f} M aa)", "torchalign", ms, cells,
-                        "CUPS"))
+                        "CUPS", note=spread))
         total_cells += cells
         per_query_ms += ms
-        print(clock(), f"{len(q)} aa: {ms:.1f} ms, {cells / ms / 1e9:.1f} TCUPS", flush=True)
+        print(clock(), f"{len(q)} aa: {ms:.1f} ms ({spread}), {cells / ms / 1e9:.2f} TCUPS", flush=True)
     overall = f"search, {len(queries)} queries vs {n_db} seqs, overall"
-    rows.append(Row(overall, "torchalign, one call per query (sum)", per_query_ms, total_cells, "CUPS"))
+    rows.append(Row(overall, "torchalign, one call per query (sum)", per_query_ms, total_cells, "CUPS",
+                    note="sum of the per-query medians"))
     ta.search(queries, D, sc)
-    ms = time_once(lambda: ta.search(queries, D, sc), device)
+    ms, spread = time_runs(lambda: ta.search(queries, D, sc), device)
     rows.append(Row(overall, "torchalign, one call for all queries", ms, total_cells, "CUPS",
-                    "torchalign, one call per query (sum)"))
-    print(clock(), overall, f"{ms:.1f} ms", flush=True)
+                    "torchalign, one call per query (sum)", note=spread))
+    print(clock(), overall, f"{ms:.1f} ms ({spread})", flush=True)
+    # issue 13's small databases: the bundled default search and a 20,000-sequence slice, one call
+    q_res = sum(map(len, queries))
+    for name, seqs in (("bundled proteome (2,100 proteins)", read_fasta(data_file("proteome_HG003687.fa"))),
+                       (f"{min(20_000, n_db):,}-sequence slice", db[:20_000])):
+        B = ta.encode(seqs, "protein", device)
+        ta.search(queries, B, sc)
+        ms, spread = time_runs(lambda: ta.search(queries, B, sc), device)
+        rows.append(Row(f"search, {len(queries)} queries vs the {name}", "torchalign, one call", ms,
+                        float(q_res) * sum(map(len, seqs)), "CUPS", note=spread))
+        print(clock(), name, f"{ms:.2f} ms ({spread})", flush=True)
     _DB = db[: args.peer_db]
     if not args.no_peers:  # peers on a slice of the database
         sub_res = sum(map(len, _DB))
@@ -130,8 +141,8 @@ def main() -> int:
         S = ta.encode(_DB, "protein", device)
         ours = ta.search(queries, S, sc, top_k=len(_DB))
         ta.search(queries, S, sc)
-        ms = time_once(lambda: ta.search(queries, S, sc), device)
-        rows.append(Row(peer_wl, "torchalign", ms, sub_cells, "CUPS"))
+        ms, spread = time_runs(lambda: ta.search(queries, S, sc), device)
+        rows.append(Row(peer_wl, "torchalign", ms, sub_cells, "CUPS", note=spread))
         workers = os.cpu_count() or 1
         try:
             import parasail  # noqa: F401
@@ -241,7 +252,7 @@ def stringzillas_rows(queries, db, peer_n, overall, sc, device) -> tuple[list[Ro
         if len(qs) < len(queries):
             label += f", the {len(qs)} queries it ran (<= {max(map(len, qs))} aa)"
         ours = ta.search(qs, S, sc, 10).scores.tolist()
-        rows.append(Row(label, "torchalign, one call", time_once(lambda: ta.search(qs, S, sc), device), cells, "CUPS"))
+        rows.append(Row(label, "torchalign, one call", time_runs(lambda: ta.search(qs, S, sc), device)[0], cells, "CUPS"))
         failed = sorted(len(queries[int(i)]) for i in st["failed"])
         name = ("stringzillas-cuda SmithWatermanScores, one call per query" + (note if st is finished[-1] else "")
                 + (f"; failed ({next(iter(st['failed'].values()))}) on the queries of {failed} aa" if failed else ""))
@@ -293,15 +304,19 @@ def stringzillas_child(path: str) -> None:
         print(json.dumps({"n": n, "ms": ms, "ran": ran, "top": top, "failed": failed}), flush=True)
 
 
-def time_once(fn, device) -> float:
-    """Milliseconds of one call (the calls here take seconds; warm-up done by the caller)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return (time.perf_counter() - t0) * 1e3
+def time_runs(fn, device, runs: int = 3) -> tuple[float, str]:
+    """Median milliseconds of ``runs`` calls (warm-up done by the caller) and the spread as text."""
+    times = []
+    for _ in range(runs):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return times[len(times) // 2], f"{runs} runs: {times[0]:.1f}..{times[-1]:.1f} ms"
 
 
 if __name__ == "__main__":
