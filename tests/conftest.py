@@ -60,6 +60,23 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip)
 
 
+_PRECOMPILED = []  # (variants, seconds, processes), or why not, once the session fixture ran
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _kernels_precompiled(request):
+    """On a GPU: compile every kernel variant in parallel first (tests/precompile.py)."""
+    selected = [i for i in request.session.items if "gpu" in i.keywords]
+    if INTERPRET or not selected or not torch.cuda.is_available() or os.environ.get("TORCHALIGN_PRECOMPILE") == "0":
+        return
+    from .precompile import precompile
+
+    try:
+        _PRECOMPILED.append(precompile())
+    except Exception as e:  # noqa: BLE001  (only a head start: the tests still compile what they launch)
+        _PRECOMPILED.append(f"precompile failed, the tests compile their own kernels: {type(e).__name__}: {e}")
+
+
 def pytest_terminal_summary(terminalreporter):
     """On a GPU: how many variants of each Triton kernel this process compiled (or loaded
     from Triton's cache). Triton compiles a kernel once per constexpr set and per class of
@@ -67,6 +84,11 @@ def pytest_terminal_summary(terminalreporter):
     the GPU tier's time goes there."""
     import sys
 
+    for done in _PRECOMPILED:
+        if isinstance(done, str):
+            terminalreporter.write_line(done)
+        else:
+            terminalreporter.write_line("precompiled %d kernel variants in %.1f s on %d processes" % done)
     counts = {}
     for name, module in list(sys.modules.items()):
         if name.startswith("torchalign_kernels."):

@@ -1,0 +1,83 @@
+"""Compile every kernel variant the launchers make for this GPU, one process per core,
+before the GPU tier runs (conftest's session fixture; TORCHALIGN_PRECOMPILE=0 turns it off).
+
+A GPU test process compiles its kernels one after another, seconds each (the alignment
+kernels' 48 unrolled rows: ~10 s a variant on an H200 host), and that was most of the
+GPU tier's time with an empty Triton cache. Here each worker records the launches of
+tests/launches.py (the public ops on small CPU inputs, the launches recorded instead of
+run, as test_compile.py does), takes its share of the distinct variants and compiles them
+through the JIT itself (``JITFunction.run(..., warmup=True)``: the JIT's own
+specialisation and cache key, nothing launched), so the tests then find them in Triton's
+cache. A variant a test reaches with other argument classes still compiles in the test.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+HEAVY = ("align_wave", "align_kernel", "hamming_windows")  # the slow compiles: spread over the workers first
+
+
+def _variant(fn, args, kwargs) -> tuple:
+    """What tells two launches' compiles apart: each tensor's dtype and 16-byte alignment,
+    each specialised int's class (1, a multiple of 16, other), the keywords."""
+    plain = {fn.arg_names[p] if isinstance(p, int) else p for p in getattr(fn, "do_not_specialize", ())}
+
+    def cls(name, a):
+        if hasattr(a, "dtype"):
+            return str(a.dtype), a.data_ptr() % 16 == 0
+        if isinstance(a, bool) or not isinstance(a, int) or name in plain:
+            return repr(a) if not isinstance(a, int) or isinstance(a, bool) else "int"
+        return 1 if a == 1 else 16 if a % 16 == 0 else 0
+    return (fn.__module__, fn.__name__, tuple(cls(n, a) for n, a in zip(fn.arg_names, args)),
+            tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+
+
+def _jobs(seen) -> list:
+    """The distinct variants of the recorded launches, the slow compiles first."""
+    jobs = {}
+    for fn, args, kwargs in seen:
+        jobs.setdefault(_variant(fn, args, kwargs), (fn, args, kwargs))
+    return sorted(jobs.values(), key=lambda j: not any(h in j[0].__name__ for h in HEAVY))
+
+
+def _warm(worker: int, workers: int) -> int:
+    """In a worker: record the launches, compile every workers-th variant from ``worker`` on."""
+    import pytest
+    import torch
+
+    from torchalign_kernels import align_scan
+
+    from . import launches
+
+    from torchalign import ops
+    from torchalign_kernels import align
+
+    routing = align.LONG_TARGET, ops.align.SCAN_LONG, ops.align.SCAN_WAVE
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        seen = launches.record(monkeypatch)
+    with pytest.MonkeyPatch.context() as monkeypatch, launches.recording(monkeypatch) as more:
+        # the recording sends short pairs to align_wave; the tests' pairs take align_kernel in every mode too
+        for module, name, value in zip((align, ops.align, ops.align), ("LONG_TARGET", "SCAN_LONG", "SCAN_WAVE"), routing):
+            monkeypatch.setattr(module, name, value)
+        launches.drive_alignment()
+    seen += more
+    dpx = align_scan.dpx_for(torch.cuda.get_device_capability())
+    mine = _jobs(seen)[worker::workers]
+    for fn, args, kwargs in mine:
+        if kwargs.get("DPX") is launches.DEVICE_DPX:
+            kwargs = dict(kwargs, DPX=dpx)
+        fn.run(*args, grid=(1,), warmup=True, **kwargs)
+    return len(mine)
+
+
+def precompile(workers: int | None = None) -> tuple[int, float, int]:
+    """Compile the variants into Triton's cache: (variants, seconds, processes)."""
+    workers = workers or os.cpu_count() or 1
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        n = sum(pool.map(_warm, range(workers), [workers] * workers))
+    return n, time.perf_counter() - t0, workers
