@@ -43,7 +43,7 @@ ERRORS: list[str] = []
 
 
 def english_lines(n: int, rng) -> tuple[list[str], list[str]]:
-    """(predictions, references) of exactly LINE characters each, no leading/trailing spaces."""
+    """(predictions, references) of LINE (or LINE - 1) characters each, no leading/trailing spaces."""
     letters = np.array(list("etaoinshrdlcumwfgypbvkjxqz"))
     weights = 1.0 / np.arange(1, 27)
     vocab = ["".join(rng.choice(letters, size=rng.integers(1, 11), p=weights / weights.sum())) for _ in range(5000)]
@@ -63,8 +63,8 @@ def english_lines(n: int, rng) -> tuple[list[str], list[str]]:
         words = line.split(" ")  # one or two words swapped for words of their length
         for i in rng.choice(len(words), size=min(len(words), int(rng.integers(1, 3))), replace=False):
             words[i] = rng.choice(by_length.get(len(words[i]), [words[i]]))
-        chars = list(" ".join(words))
-        for i in rng.choice(np.arange(1, LINE - 1), size=LINE * 8 // 100, replace=False):
+        chars = list(" ".join(words))  # (never a space at either end: jiwer strips them)
+        for i in rng.choice(np.arange(1, len(chars) - 1), size=LINE * 8 // 100, replace=False):
             chars[i] = rng.choice(list("etaoinshrd "))
         preds.append("".join(chars))
     return preds, refs

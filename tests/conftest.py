@@ -65,9 +65,10 @@ _PRECOMPILED = []  # (variants, seconds, processes), or why not, once the sessio
 
 @pytest.fixture(scope="session", autouse=True)
 def _kernels_precompiled(request):
-    """On a GPU: compile every kernel variant in parallel first (tests/precompile.py)."""
+    """With TORCHALIGN_PRECOMPILE=1 on a GPU: compile every kernel variant in parallel first
+    (tests/precompile.py; opt-in until it pays for itself, benchmarks/NOTES.md)."""
     selected = [i for i in request.session.items if "gpu" in i.keywords]
-    if INTERPRET or not selected or not torch.cuda.is_available() or os.environ.get("TORCHALIGN_PRECOMPILE") == "0":
+    if INTERPRET or not selected or not torch.cuda.is_available() or os.environ.get("TORCHALIGN_PRECOMPILE") != "1":
         return
     from .precompile import precompile
 

@@ -1,5 +1,5 @@
 """Compile every kernel variant the launchers make for this GPU, one process per core,
-before the GPU tier runs (conftest's session fixture; TORCHALIGN_PRECOMPILE=0 turns it off).
+before the GPU tier runs (conftest's session fixture, with TORCHALIGN_PRECOMPILE=1).
 
 A GPU test process compiles its kernels one after another, seconds each (the alignment
 kernels' 48 unrolled rows: ~10 s a variant on an H200 host), and that was most of the
@@ -9,6 +9,10 @@ run, as test_compile.py does), takes its share of the distinct variants and comp
 through the JIT itself (``JITFunction.run(..., warmup=True)``: the JIT's own
 specialisation and cache key, nothing launched), so the tests then find them in Triton's
 cache. A variant a test reaches with other argument classes still compiles in the test.
+
+Opt-in: measured on an H200 host (16 cores, benchmarks/NOTES.md) it cut the first 68 GPU
+tests from 174 s to 79 s but itself took ~170 s, and align_wave's tracked variants still
+compiled in the tests; one torch thread per worker (set below) is the first fix to measure.
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ def _warm(worker: int, workers: int) -> int:
     from torchalign_kernels import align
 
     routing = align.LONG_TARGET, ops.align.SCAN_LONG, ops.align.SCAN_WAVE
+    torch.set_num_threads(1)  # (16 workers with torch's default thread count each: the suspected cause of the 170 s)
     with pytest.MonkeyPatch.context() as monkeypatch:
         seen = launches.record(monkeypatch)
     with pytest.MonkeyPatch.context() as monkeypatch, launches.recording(monkeypatch) as more:
