@@ -154,7 +154,7 @@ def main() -> int:
             print(clock(), r.impl, r.workload, f"{r.time_ms:.1f} ms ({r.note}), verified {r.verified}", flush=True)
     else:
         skipped.append("CUDASW++ 4.0: no --cudasw BUILD_DIR given (build: bash benchmarks/peers/cudasw.sh "
-                       ".peers/cudasw4 /tmp/cudasw, then --cudasw /tmp/cudasw)")
+                       ".peers/cudasw4 .peers/build, then --cudasw .peers/build)")
     _DB = db[: args.peer_db]
     if not args.no_peers:  # peers on a slice of the database
         sub_res = sum(map(len, _DB))

@@ -152,8 +152,8 @@ def _run(cmd: list[str], env: dict, timeout: float = TIMEOUT_S) -> tuple[float, 
         raise PeerError(f"cannot run {cmd[0]}: {e}") from None
     wall = time.perf_counter() - t0
     if out.returncode != 0:
-        tail = (out.stderr.strip() or out.stdout.strip())[-400:]
-        raise PeerError(f"{os.path.basename(cmd[0])} exited {out.returncode}: {tail}")
+        tail = [line.strip() for line in (out.stdout + "\n" + out.stderr).splitlines() if line.strip()][-3:]
+        raise PeerError(f"{os.path.basename(cmd[0])} exited {out.returncode}: {' | '.join(tail)[-400:]}")
     return wall, out.stdout
 
 

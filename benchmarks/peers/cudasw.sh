@@ -2,14 +2,17 @@
 # Build CUDASW++ 4.0 (its `align` and `makedb`) from its public source tree for this
 # machine's GPU, out of the source tree:
 #
-#   bash benchmarks/peers/cudasw.sh SRC_DIR BUILD_DIR      # e.g. .peers/cudasw4 /tmp/cudasw
+#   bash benchmarks/peers/cudasw.sh SRC_DIR BUILD_DIR      # e.g. .peers/cudasw4 .peers/build
 #
 # SRC_DIR is a plain copy of github.com/asbschmidt/CUDASW4 (kept in the git-ignored .peers/,
 # never committed). The compute capability comes from nvidia-smi (else torch); SM=90 (or 80,
 # ...) sets it, e.g. to compile on a machine with no GPU. Prints the exact build command.
-# The upstream Makefile's flags, with two changes: -arch=sm_XX instead of -arch=native (so
-# the build does not depend on the GPU it runs on), and no -lnvToolsExt (the NVTX v2
-# library is gone from CUDA 13; its nvtx3 headers need no library).
+# The upstream Makefile's flags, with three changes for CUDA 13: -arch=sm_XX instead of
+# -arch=native (the build does not depend on the GPU it runs on); no -lnvToolsExt (the
+# NVTX v2 library is gone from CUDA 13, its nvtx3 headers need no library); every source
+# compiled as CUDA (-x cu): CUDA 13's thrust headers, included by makedb.cpp, fail to
+# compile in nvcc's host-only mode for .cpp files ("__cvta_generic_to_shared was not
+# declared").
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -22,6 +25,7 @@ if [ ! -f "$src/Makefile" ] || [ ! -f "$src/src/main.cu" ]; then
     echo "cudasw.sh: $src is not a CUDASW++ 4.0 source tree (no Makefile or src/main.cu)" >&2
     exit 2
 fi
+case "$out/" in "$src/"*) echo "cudasw.sh: BUILD_DIR must lie outside SRC_DIR" >&2; exit 2 ;; esac
 command -v nvcc >/dev/null || { echo "cudasw.sh: nvcc is not on PATH" >&2; exit 2; }
 
 sm=${SM:-}
@@ -32,14 +36,15 @@ if [ -z "$sm" ]; then
     sm=$(python3 -c 'import torch; a, b = torch.cuda.get_device_capability(); print(f"{a}{b}")' 2>/dev/null || true)
 fi
 if ! [[ "$sm" =~ ^[0-9]+$ ]]; then
-    echo "cudasw.sh: cannot tell the GPU's compute capability (no nvidia-smi / torch.cuda); set SM=90 or SM=80" >&2
+    echo "cudasw.sh: no compute capability (got '${sm}' from SM / nvidia-smi / torch.cuda); set SM=90 or SM=80" >&2
     exit 2
 fi
 
 mkdir -p "$out"
-cp -r "$src/." "$out/"  # the Makefile writes build/ and the binaries where it runs
+cp -a "$src/." "$out/"  # the Makefile writes build/ and the binaries where it runs (-a: a rerun rebuilds only what changed)
 flags="-arch=sm_$sm -lineinfo --expt-relaxed-constexpr -rdc=true --extended-lambda -Xcompiler=-fopenmp"
-cmd=(make -C "$out" -j"$(nproc)" align makedb "NVCC_FLAGS=$flags")
+compile='$(COMPILER) $(NVCC_FLAGS) -x cu $(DIALECT) $(OPTIMIZATION) $(WARNINGS) -c $< -o $@'
+cmd=(make -C "$out" -j"$(nproc)" align makedb "NVCC_FLAGS=$flags" "COMPILE=$compile")
 echo "nvcc: $(nvcc --version | tail -1)"
 printf '+'; printf ' %q' "${cmd[@]}"; echo
 "${cmd[@]}"
