@@ -180,8 +180,7 @@ def test_single_gpu_env():
     assert cudasw.single_gpu_env(1, {"CUDA_VISIBLE_DEVICES": "3, 5"})["CUDA_VISIBLE_DEVICES"] == "5"
 
 
-FAKE_ALIGN = r'''#!{python}
-# stands in for CUDASW++'s align: writes the TSV sample to --of and the verbose stdout
+FAKE_ALIGN = r'''# stands in for CUDASW++'s align: writes the TSV sample to --of and the verbose stdout
 import sys
 args = sys.argv[1:]
 if "{mode}" == "fail":
@@ -195,10 +194,11 @@ print({stdout!r}.replace("1.99234", "1.5" if "--dpx" in args else "2.5"))
 def _fake_build(tmp_path, mode: str) -> str:
     build = tmp_path / f"build-{mode}"
     build.mkdir()
-    for name in ("align", "makedb"):
+    (build / "align.py").write_text(FAKE_ALIGN.format(mode=mode, tsv=TSV, stdout=STDOUT))
+    scripts = {"align": f'exec "{sys.executable}" "{build / "align.py"}" "$@"', "makedb": 'touch "$2"0chars'}
+    for name, body in scripts.items():
         exe = build / name
-        exe.write_text(FAKE_ALIGN.format(python=sys.executable, mode=mode, tsv=TSV, stdout=STDOUT)
-                       if name == "align" else f"#!/bin/sh\ntouch \"$2\"0chars\n")
+        exe.write_text(f"#!/bin/sh\n{body}\n")
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     return str(build)
 
