@@ -45,6 +45,10 @@ cp -a "$src/." "$out/"  # the Makefile writes build/ and the binaries where it r
 flags="-arch=sm_$sm -lineinfo --expt-relaxed-constexpr -rdc=true --extended-lambda -Xcompiler=-fopenmp"
 compile='$(COMPILER) $(NVCC_FLAGS) -x cu $(DIALECT) $(OPTIMIZATION) $(WARNINGS) -c $< -o $@'
 cmd=(make -C "$out" -j"$(nproc)" align makedb "NVCC_FLAGS=$flags" "COMPILE=$compile")
+if [ "$(cat "$out/.flags" 2>/dev/null || true)" != "$flags" ]; then
+    rm -rf "$out/build" "$out/align" "$out/makedb"  # built with other flags (another GPU): make would keep them
+fi
+echo "$flags" > "$out/.flags"
 echo "nvcc: $(nvcc --version | tail -1)"
 printf '+'; printf ' %q' "${cmd[@]}"; echo
 "${cmd[@]}"
