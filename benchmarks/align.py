@@ -14,6 +14,11 @@ over database slices; pyopal (OPAL) on all host CPUs; stringzillas-cuda
 process under a timeout); and the vectorised torch DP (torchalign.cpu.align on the GPU),
 the shortest query against 2,000 sequences. Also: the time to pack the database
 (sort by length, interleave), which every GPU search call does.
+
+With ``--cudasw BUILD_DIR`` (CUDASW++ 4.0 built by benchmarks/peers/cudasw.sh; NOTES.md,
+"CUDASW++ 4.0 as a peer"): CUDASW++ on the whole database, the bundled proteome and the
+20,000-sequence slice, ``align --dpx`` and its default half2 kernels, top 10, 3 runs each,
+the time it reports and the process's wall time, top-10 scores checked against ours.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import sys
 import time
 
@@ -87,6 +93,8 @@ def main() -> int:
     ap.add_argument("--peer-db", type=int, default=20_000)
     ap.add_argument("--small", action="store_true", help="2,000 database sequences, 4 queries (smoke run)")
     ap.add_argument("--no-peers", action="store_true", help="ours only (the search rows and the packing)")
+    ap.add_argument("--cudasw", metavar="BUILD_DIR",
+                    help="CUDASW++ 4.0 built there (benchmarks/peers/cudasw.sh) as a peer on the three databases")
     ap.add_argument("--stringzillas-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.stringzillas_child:
@@ -125,14 +133,28 @@ def main() -> int:
     print(clock(), overall, f"{ms:.1f} ms ({spread})", flush=True)
     # issue 13's small databases: the bundled default search and a 20,000-sequence slice, one call
     q_res = sum(map(len, queries))
-    for name, seqs in (("bundled proteome (2,100 proteins)", read_fasta(data_file("proteome_HG003687.fa"))),
-                       (f"{min(20_000, n_db):,}-sequence slice", db[:20_000])):
+    small = (("bundled proteome (2,100 proteins)", read_fasta(data_file("proteome_HG003687.fa"))),
+             (f"{min(20_000, n_db):,}-sequence slice", db[:20_000]))
+    for name, seqs in small:
         B = ta.encode(seqs, "protein", device)
         ta.search(queries, B, sc)
         ms, spread = time_runs(lambda: ta.search(queries, B, sc), device)
         rows.append(Row(f"search, {len(queries)} queries vs the {name}", "torchalign, one call", ms,
                         float(q_res) * sum(map(len, seqs)), "CUPS", note=spread))
         print(clock(), name, f"{ms:.2f} ms ({spread})", flush=True)
+    cudasw_info: dict = {}
+    if args.cudasw:  # CUDASW++ 4.0 on the same three databases (runs with --no-peers too)
+        cw_rows, why, cudasw_info = cudasw_rows(
+            args.cudasw, queries, [(overall, "torchalign, one call for all queries", db)]
+            + [(f"search, {len(queries)} queries vs the {name}", "torchalign, one call", seqs) for name, seqs in small],
+            sc, device)
+        rows += cw_rows
+        skipped += why
+        for r in cw_rows:
+            print(clock(), r.impl, r.workload, f"{r.time_ms:.1f} ms ({r.note}), verified {r.verified}", flush=True)
+    else:
+        skipped.append("CUDASW++ 4.0: no --cudasw BUILD_DIR given (build: bash benchmarks/peers/cudasw.sh "
+                       ".peers/cudasw4 .peers/build, then --cudasw .peers/build)")
     _DB = db[: args.peer_db]
     if not args.no_peers:  # peers on a slice of the database
         sub_res = sum(map(len, _DB))
@@ -208,9 +230,69 @@ def main() -> int:
     for s in skipped:
         print("skipped peer:", s)
     path = write_json(args.out, "align", device, git_commit(args.commit), rows,
-                      {"seed": SEED, "db": n_db, "peer_db": len(_DB), "skipped": skipped}, "-small" if args.small else "")
+                      {"seed": SEED, "db": n_db, "peer_db": len(_DB), "skipped": skipped, "cudasw": cudasw_info},
+                      "-small" if args.small else "")
     print("wrote", path)
     return 0 if all(not r.verified.startswith("NO") for r in rows) else 1
+
+
+def cudasw_rows(build_dir, queries, dbs, sc, device) -> tuple[list[Row], list[str], dict]:
+    """CUDASW++ 4.0 (built into build_dir by benchmarks/peers/cudasw.sh) on each database of
+    ``dbs`` ((workload label, the impl of our row it compares with, sequences)), the same
+    queries as FASTA: its makedb (timed, not counted), then ``align --dpx`` and its default
+    (half2), top 10, 3 timed runs each: a row for the search time it reports and one for
+    the align process's wall time; its top-10 scores checked against ta.search's (sorted:
+    ties may order differently). A failure skips that database with the reason.
+    (rows, skip reasons, build and command record)."""
+    import tempfile
+
+    from peers import cudasw
+
+    why = cudasw.missing_binaries(build_dir) or (None if device.type == "cuda" else "needs a CUDA device")
+    if why:
+        return [], [f"CUDASW++ 4.0: {why}"], {}
+    info_path = os.path.join(build_dir, "BUILD_INFO")
+    info = {"build": open(info_path).read().strip() if os.path.exists(info_path) else "unknown", "runs": []}
+    env = cudasw.single_gpu_env(device.index if device.index is not None else torch.cuda.current_device())
+    rows, skipped, q_res = [], [], sum(map(len, queries))
+    with tempfile.TemporaryDirectory(prefix="cudasw-") as work:
+        qfa = os.path.join(work, "queries.fa")
+        cudasw.write_fasta(qfa, queries, "q")
+        for k, (label, ref, seqs) in enumerate(dbs):
+            S = ta.encode(seqs, "protein", device)
+            ours = ta.search(queries, S, sc, top_k=10).scores.tolist()
+            note = ""
+            if not cudasw.only_standard(seqs):  # it scores X, *, ... -4 against anything: check against that
+                plain = ours
+                cw_sc = ta.Scoring(torch.tensor(cudasw.cudasw_table(sc.symbols, sc.table.tolist())), sc.gap_open,
+                                   sc.gap_extend, alphabet="protein")
+                ours = ta.search(queries, S, cw_sc, top_k=10).scores.tolist()
+                differ = sum(a != b for a, b in zip(ours, plain))
+                note = (f"; checked against ta.search with CUDASW++'s matrix (letters beyond the 20 score -4): "
+                        f"BLOSUM62 proper differs on {differ} of {len(queries)} queries")
+            del S
+            torch.cuda.empty_cache()  # CUDASW++ sizes its buffers by the free GPU memory
+            cells = float(q_res) * sum(map(len, seqs))
+            try:
+                prefix, makedb_s = cudasw.makedb(build_dir, os.path.join(work, f"db{k}"), seqs, env)
+                for dpx in (True, False):
+                    r = cudasw.search(build_dir, qfa, prefix, len(queries), dpx, env, gap_open=sc.gap_open,
+                                      gap_extend=sc.gap_extend)
+                    bad = [i for i, th in enumerate(r["scores"])
+                           if sorted(th, reverse=True) != sorted(ours[i], reverse=True)]
+                    verified = "yes" if not bad else f"NO (queries {bad})"
+                    name = "CUDASW++ 4.0 --dpx" if dpx else "CUDASW++ 4.0 half2 (default)"
+                    (ms, spread), (wall, wall_spread) = r["reported_ms"], r["wall_ms"]
+                    rows.append(Row(label, f"{name}, search time it reports", ms, cells, "CUPS", ref, verified,
+                                    note=f"{spread}; makedb {makedb_s:.1f} s not counted{note}"))
+                    rows.append(Row(label, f"{name}, align process wall time (DB read and upload, CUDA start)", wall,
+                                    cells, "CUPS", ref, verified, note=wall_spread))
+                    info["runs"].append({"workload": label, "makedb_s": makedb_s, "command": r["command"]})
+            except cudasw.PeerError as e:
+                skipped.append(f"CUDASW++ 4.0 on {label}: {e}")
+            finally:  # the next database's files need the room
+                shutil.rmtree(os.path.join(work, f"db{k}"), ignore_errors=True)
+    return rows, skipped, info
 
 
 STRINGZILLAS_FIRST = 200  # database sequences of the first stage (reported only if nothing larger finishes)

@@ -1,0 +1,1 @@
+"""Peers of the benchmarks that run as separate programs (built outside the repository)."""
