@@ -179,7 +179,17 @@ def drive_primers():
                          2, alphabet=alphabet)
 
 
-DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers]
+def drive_soft_align():
+    for mode in ("global", "local", "semiglobal"):
+        for M in (5, 200):  # one chunk of 128 columns, chunks of 1,024
+            for gap in (1.0, torch.ones(2, 3, M)):  # one per pair, position-specific
+                for checkpoint in (None, 2):
+                    x = torch.randn(2, 3, M, requires_grad=True)
+                    ta.soft_align(x, gap, 0.5, mode=mode, checkpoint=checkpoint).sum().backward()
+
+
+DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,
+           drive_soft_align]
 
 
 def record(monkeypatch) -> list:

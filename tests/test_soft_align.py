@@ -275,3 +275,13 @@ def test_docstring_example():
 
     result = doctest.testmod(importlib.import_module("torchalign.soft_align"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_mixed_gap_shapes():
+    """A position-specific open with one extend per pair (and the reverse) reads each as given."""
+    s, go, ge, lengths = ref.random_batch(3, 5, 4, torch.float64, seed=13, full_gaps=True)
+    for o, e in ((go, ge[:, 0, 0]), (go[:, 0, 0], ge)):
+        want = torch.tensor(ref.reference_values(s, o, e, lengths, "global"), dtype=torch.float64)
+        torch.testing.assert_close(ta.soft_align(s, o, e, lengths=lengths), want, rtol=1e-12, atol=1e-10)
+        args = (s.clone().requires_grad_(), o.clone().requires_grad_(), e.clone().requires_grad_())
+        assert gradcheck(lambda s, o, e: ta.soft_align(s, o, e, mode="local", lengths=lengths), args)

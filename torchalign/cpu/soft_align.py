@@ -78,8 +78,8 @@ class Problem:
         inside = ((torch.arange(N, device=self.device)[None, :, None] < self.n[:, None, None])
                   & (torch.arange(M, device=self.device)[None, None, :] < self.m[:, None, None]))
         self.s = torch.where(inside, scores, torch.zeros((), dtype=scores.dtype, device=scores.device))
-        self.full = gap_open.dim() == 3 and gap_open.shape[1:] == (N, M) and (N, M) != (1, 1)
         ge = gap_open if linear else gap_extend
+        self.full = any(g.dim() == 3 and g.shape[1:] == (N, M) and (N, M) != (1, 1) for g in (gap_open, ge))
         self.go, self.ge = gap_open.expand(B, N, M), ge.expand(B, N, M)
         self.go0, self.ge0 = gap_open.reshape(B, -1)[:, :1], ge.reshape(B, -1)[:, :1]  # [B, 1] (broadcast gaps)
         self.j = torch.arange(M + 1, device=self.device)

@@ -35,6 +35,11 @@ def rows_saved(N: int, K: int) -> int:
     return N // K + 1
 
 
+def _shaped(grad: Tensor, like: Tensor) -> Tensor:
+    """A gap's gradient ([B] or [B, N, M]) in the shape of the gap tensor it belongs to."""
+    return grad.reshape(like.shape) if grad.numel() == like.numel() else grad.sum_to_size(like.shape)
+
+
 def _kernel_path(scores: Tensor) -> bool:
     return use_kernels(scores) and scores.dtype == torch.float32
 
@@ -67,7 +72,7 @@ def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_
     else:
         P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
         gs, go, ge = cpu.backward(P, table, value, grad, checkpoint)
-    return gs, go.reshape(gap_open.shape), ge.reshape(gap_extend.shape)
+    return gs, _shaped(go, gap_open), _shaped(ge, gap_extend)
 
 
 @soft_align_backward.register_fake
@@ -79,14 +84,11 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode, li
 def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
                    table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    if _kernel_path(scores):
-        out = kernels("soft_align").hvp(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad,
-                                        z_scores, z_open, z_extend, mode, linear, checkpoint)
-    else:
-        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
-        out = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
-    gs, go, ge, dgrad = out
-    return gs, go.reshape(gap_open.shape), ge.reshape(gap_extend.shape), dgrad
+    P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+    if _kernel_path(scores):  # the kernels' table leaves cells past the lengths unset: the torch rows' own
+        table = cpu.forward(P, checkpoint)[1]  # (the torch code, on the tensors' device; no kernel yet)
+    gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
+    return gs, _shaped(go, gap_open), _shaped(ge, gap_extend), dgrad
 
 
 @soft_align_hvp.register_fake
