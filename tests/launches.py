@@ -186,6 +186,8 @@ def drive_soft_align():
                 for checkpoint in (None, 2):
                     x = torch.randn(2, 3, M, requires_grad=True)
                     ta.soft_align(x, gap, 0.5, mode=mode, checkpoint=checkpoint).sum().backward()
+            P = ta.soft_alignment(x, gap, 0.5, mode=mode)[1]  # a loss on P: the Hessian-vector product
+            P.sum().backward()
 
 
 DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,

@@ -87,6 +87,36 @@ def test_kernels_soft_alignment_and_extremes(monkeypatch):
         torch.testing.assert_close(v, v0, rtol=1e-5, atol=0)
 
 
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+def test_kernels_second_order_match_cpu_path(monkeypatch, mode, gaps):
+    """A loss on the expected alignment P: its gradients (through the tangent and backward
+    kernels' Hessian-vector product) equal the CPU path's; chunks of 4 columns."""
+    set_defaults(monkeypatch, kernels.forward, block=4)
+    set_defaults(monkeypatch, kernels.backward, block=4)
+    set_defaults(monkeypatch, kernels.hvp, block=4)
+    s, go, ge, lengths = ref.random_batch(3, 5, 9, torch.float32, seed=len(mode) + 3 * len(gaps),
+                                          full_gaps=gaps == "position", linear=gaps == "linear")
+    T = torch.tensor([0.7, 1.0, 1.6])
+    target = torch.rand(3, 5, 9, generator=torch.Generator().manual_seed(0))
+
+    def run():
+        x, o = s.clone().requires_grad_(), go.clone().requires_grad_()
+        e = None if ge is None else ge.clone().requires_grad_()
+        t = T.clone().requires_grad_()
+        v, P = ta.soft_alignment(x, o, e, mode=mode, lengths=lengths, temperature=t)
+        (((P - target) ** 2).sum() + v.sum()).backward()
+        return [v.detach(), x.grad, o.grad, None if e is None else e.grad, t.grad]
+
+    got = run()
+    with monkeypatch.context() as m:
+        m.delenv("TORCHALIGN_CPU_BACKEND")
+        want = run()
+    _compare(got, want)
+
+
 # ---- GPU -------------------------------------------------------------------------------
 
 

@@ -186,11 +186,19 @@ def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
 @triton.jit
 def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, seg_ptr,
                           seg_b, q_buf_ptr, q_buf_b, row_stride, K, value_ptr, grad_ptr, gs_ptr, gs_b, gs_i,
-                          gop_ptr, gep_ptr, gg_b, gg_i, gg_j, FULL_GAPS: tl.constexpr, MODE: tl.constexpr,
+                          gop_ptr, gep_ptr, gg_b, gg_i, gg_j, dtab_ptr, dvalue_ptr, zs_ptr, zo_ptr, ze_ptr,
+                          dq_buf_ptr, FULL_GAPS: tl.constexpr, MODE: tl.constexpr, HVP: tl.constexpr,
                           BLOCK: tl.constexpr):
     """Program b: pair b's adjoints Q (d value / d node) from row n up to row 0; the scores'
     gradient is Q at M; the gaps' gradients minus the expected moves of each kind, into
-    [B, N, M] (FULL_GAPS) or one sum per pair."""
+    [B, N, M] (FULL_GAPS) or one sum per pair.
+
+    HVP (K = 1): also the adjoints' derivatives dQ along the direction z (scores zs, gaps
+    zo, ze), from the values' tangents (dtab, dvalue: soft_align_tangent_kernel): each
+    edge's probability p changes by dp = p (dV_from + z_edge - dV_to), and dQ_from =
+    sum over edges (dQ_to p + Q_to dp). The outputs then hold the derivatives of the
+    gradients along z (Mensch & Blondel 2018, the backward half of the Hessian-vector
+    product); the gradients themselves are not written."""
     b = tl.program_id(0).to(tl.int64)
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
@@ -199,11 +207,20 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
     sp = s_ptr + b * s_b
     gop = go_ptr + b * g_b
     gep = ge_ptr + b * g_b
+    zsp = zs_ptr + b * s_b
+    zop = zo_ptr + b * g_b
+    zep = ze_ptr + b * g_b
     st = row_stride // 3
     offs = tl.arange(0, BLOCK)
     tb = b * tab_b
     sb = b * seg_b
     qb = q_buf_ptr + b * q_buf_b
+    dqb = dq_buf_ptr + b * q_buf_b
+    dtb = dtab_ptr + b * tab_b
+    if HVP:
+        dvalue = tl.load(dvalue_ptr + b)
+    else:
+        dvalue = tl.full((), 0.0, tl.float32)
     sum_o = tl.zeros((BLOCK,), tl.float32)
     sum_e = tl.zeros((BLOCK,), tl.float32)
     end_total = tl.full((), 1.0, tl.float32)  # semiglobal: the sum of the end probabilities (row n)
@@ -222,8 +239,12 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
         while i >= r0:
             vp = _row_ptr(tab_ptr, seg_ptr, tb, sb, i, K, row_stride)
             np_ = _row_ptr(tab_ptr, seg_ptr, tb, sb, i + 1, K, row_stride)
+            dvp = dtb + i.to(tl.int64) * row_stride  # (HVP only: K = 1)
+            dnp = dvp + row_stride
             qp = qb + (i % 2).to(tl.int64) * row_stride
             qn = qb + ((i + 1) % 2).to(tl.int64) * row_stride
+            dqp = dqb + (i % 2).to(tl.int64) * row_stride
+            dqn = dqb + ((i + 1) % 2).to(tl.int64) * row_stride
             has_next = i < n
             if MODE == 2:
                 if i == n:
@@ -238,6 +259,7 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                             j0 += BLOCK
                         end_total = tl.where(end_total > 0, end_total, 1.0)
             carry = tl.full((), 0.0, tl.float32)  # QX right of the chunk
+            dcarry = tl.full((), 0.0, tl.float32)  # dQX right of the chunk
             gx_row = (tl.maximum(i, 1) - 1).to(tl.int64)
             jb = m
             while jb >= 0:
@@ -253,7 +275,20 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                 qm = tl.zeros((BLOCK,), tl.float32)
                 qx = tl.zeros((BLOCK,), tl.float32)
                 qy = tl.zeros((BLOCK,), tl.float32)
-                # the end edges leaving row i
+                dqm = tl.zeros((BLOCK,), tl.float32)
+                dqx = tl.zeros((BLOCK,), tl.float32)
+                dqy = tl.zeros((BLOCK,), tl.float32)
+                if HVP:
+                    dMi = tl.load(dvp + j, mask=inrow, other=0.0)
+                    dXi = tl.load(dvp + st + j, mask=inrow, other=0.0)
+                    dYi = tl.load(dvp + 2 * st + j, mask=inrow, other=0.0)
+                    dXr = tl.load(dvp + st + j + 1, mask=right, other=0.0)
+                else:
+                    dMi = qm
+                    dXi = qm
+                    dYi = qm
+                    dXr = qm
+                # the end edges leaving row i (weight 0; dp = p (dV - dvalue))
                 if MODE == 0:
                     at = inrow & (ib == nb) & (j == m)
                     e1 = tl.where(at, _p(Mi, value + tl.zeros_like(Mi)), 0.0)
@@ -261,16 +296,26 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     e3 = tl.where(at, _p(Yi, value + tl.zeros_like(Yi)), 0.0)
                     tot = e1 + e2 + e3
                     tot = tl.where(tot > 0, tot, 1.0)
-                    qm += g * e1 / tot
-                    qx += g * e2 / tot
-                    qy += g * e3 / tot
+                    e1 = g * e1 / tot
+                    e2 = g * e2 / tot
+                    e3 = g * e3 / tot
                 elif MODE == 2:
                     cols = inrow & (ib == nb) & ((nb > 0) | (j == 0))
-                    qm += tl.where(cols, g * _p(Mi, value + tl.zeros_like(Mi)) / end_total, 0.0)
-                    qy += tl.where(cols & (nb > 0), g * _p(Yi, value + tl.zeros_like(Yi)) / end_total, 0.0)
+                    e1 = tl.where(cols, g * _p(Mi, value + tl.zeros_like(Mi)) / end_total, 0.0)
+                    e2 = tl.zeros((BLOCK,), tl.float32)
+                    e3 = tl.where(cols & (nb > 0), g * _p(Yi, value + tl.zeros_like(Yi)) / end_total, 0.0)
                 else:
                     cells = inrow & (j >= 1) & (ib >= 1) & (ib <= nb)
-                    qm += tl.where(cells, g * _p(Mi, value + tl.zeros_like(Mi)), 0.0)
+                    e1 = tl.where(cells, g * _p(Mi, value + tl.zeros_like(Mi)), 0.0)
+                    e2 = tl.zeros((BLOCK,), tl.float32)
+                    e3 = e2
+                qm += e1
+                qx += e2
+                qy += e3
+                if HVP:
+                    dqm += e1 * (dMi - dvalue)
+                    dqx += e2 * (dXi - dvalue)
+                    dqy += e3 * (dYi - dvalue)
                 if has_next:
                     Mn1 = tl.load(np_ + j + 1, mask=right, other=NEG)
                     Yn = tl.load(np_ + 2 * st + j, mask=inrow, other=NEG)
@@ -283,10 +328,13 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     if MODE == 1:
                         tot += _p(tl.zeros_like(lse_in), lse_in)  # the start edge
                     tot = tl.where(tot > 0, tot, 1.0)
+                    d1 = d1 / tot
+                    d2 = d2 / tot
+                    d3 = d3 / tot
                     qmn = tl.load(qn + j + 1, mask=right, other=0.0)
-                    qm += qmn * d1 / tot
-                    qx += qmn * d2 / tot
-                    qy += qmn * d3 / tot
+                    qm += qmn * d1
+                    qx += qmn * d2
+                    qy += qmn * d3
                     gy = i.to(tl.int64) * g_i + (tl.maximum(j, 1) - 1) * g_j
                     oy = tl.load(gop + gy, mask=inrow, other=0.0)
                     ey = tl.load(gep + gy, mask=inrow, other=0.0)
@@ -295,12 +343,36 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     y3 = _p(Yi - ey, Yn)
                     tot = y1 + y2 + y3
                     tot = tl.where(tot > 0, tot, 1.0)
+                    y1 = y1 / tot
+                    y2 = y2 / tot
+                    y3 = y3 / tot
                     qyn = tl.load(qn + 2 * st + j, mask=inrow, other=0.0)
-                    qm += qyn * y1 / tot
-                    qx += qyn * y2 / tot
-                    qy += qyn * y3 / tot
-                    co = -qyn * (y1 + y2) / tot
-                    ce = -qyn * y3 / tot
+                    qm += qyn * y1
+                    qx += qyn * y2
+                    qy += qyn * y3
+                    if HVP:
+                        dqmn = tl.load(dqn + j + 1, mask=right, other=0.0)
+                        dMn1 = tl.load(dnp + j + 1, mask=right, other=0.0)
+                        zs1 = tl.load(zsp + i.to(tl.int64) * s_i + j, mask=right, other=0.0)
+                        w = zs1 - dMn1
+                        dqm += dqmn * d1 + qmn * d1 * (dMi + w)
+                        dqx += dqmn * d2 + qmn * d2 * (dXi + w)
+                        dqy += dqmn * d3 + qmn * d3 * (dYi + w)
+                        dqyn = tl.load(dqn + 2 * st + j, mask=inrow, other=0.0)
+                        dYn = tl.load(dnp + 2 * st + j, mask=inrow, other=0.0)
+                        zoy = tl.load(zop + gy, mask=inrow, other=0.0)
+                        zey = tl.load(zep + gy, mask=inrow, other=0.0)
+                        f1 = dqyn * y1 + qyn * y1 * (dMi - zoy - dYn)
+                        f2 = dqyn * y2 + qyn * y2 * (dXi - zoy - dYn)
+                        f3 = dqyn * y3 + qyn * y3 * (dYi - zey - dYn)
+                        dqm += f1
+                        dqx += f2
+                        dqy += f3
+                        co = -(f1 + f2)
+                        ce = -f3
+                    else:
+                        co = -qyn * (y1 + y2)
+                        ce = -qyn * y3
                     if FULL_GAPS:  # moves down into (i + 1, j) read [i, max(j, 1) - 1] (j = 0 and 1 share)
                         ga = b * gg_b + i.to(tl.int64) * gg_i + (tl.maximum(j, 1) - 1) * gg_j
                         tl.atomic_add(gop_ptr + ga, co, mask=inrow)
@@ -330,9 +402,31 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                 qy += QXr * x3
                 tl.store(qp + j, qm, mask=inrow)
                 tl.store(qp + 2 * st + j, qy, mask=inrow)
-                tl.store(gs_ptr + b * gs_b + (i - 1).to(tl.int64) * gs_i + j - 1, qm, mask=inrow & (j >= 1) & (ib >= 1))
-                co = -QXr * (x1 + x3)
-                ce = -QXr * x2
+                if HVP:
+                    zox = tl.load(zop + gx, mask=right, other=0.0)
+                    zex = tl.load(zep + gx, mask=right, other=0.0)
+                    dx1 = x1 * (dMi - zox - dXr)
+                    dx2 = x2 * (dXi - zex - dXr)
+                    dx3 = x3 * (dYi - zox - dXr)
+                    sa, sc = tl.associative_scan((dqx + QXr * dx2, x2), 0, _lin_combine)
+                    dQX = sa + sc * dcarry
+                    dcarry = tl.sum(tl.where(offs == BLOCK - 1, dQX, 0.0), 0)
+                    tl.store(dqp + st + j, dQX, mask=inrow)
+                    tl.debug_barrier()
+                    dQXr = tl.load(dqp + st + j + 1, mask=right, other=0.0)
+                    dqm += dQXr * x1 + QXr * dx1
+                    dqy += dQXr * x3 + QXr * dx3
+                    tl.store(dqp + j, dqm, mask=inrow)
+                    tl.store(dqp + 2 * st + j, dqy, mask=inrow)
+                    out_m = dqm
+                    co = -(dQXr * (x1 + x3) + QXr * (dx1 + dx3))
+                    ce = -(dQXr * x2 + QXr * dx2)
+                else:
+                    out_m = qm
+                    co = -QXr * (x1 + x3)
+                    ce = -QXr * x2
+                tl.store(gs_ptr + b * gs_b + (i - 1).to(tl.int64) * gs_i + j - 1, out_m,
+                         mask=inrow & (j >= 1) & (ib >= 1))
                 if FULL_GAPS:  # moves along row i into j + 1 read [max(i, 1) - 1, j] (rows 0 and 1 share)
                     ga = b * gg_b + gx_row * gg_i + j * gg_j
                     tl.atomic_add(gop_ptr + ga, co, mask=right)
@@ -349,20 +443,154 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
         tl.store(gep_ptr + b, tl.sum(sum_e, 0))
 
 
+@triton.jit
+def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b,
+                              row_stride, value_ptr, zs_ptr, zo_ptr, ze_ptr, dtab_ptr, dvalue_ptr,
+                              MODE: tl.constexpr, BLOCK: tl.constexpr):
+    """Program b: the directional derivatives dV of pair b's node values along z (scores zs,
+    gaps zo, ze), rows 0..n from the full value table: dV_to = sum over edges p (dV_from +
+    z_edge), X by a forward linear scan; and dvalue, the value's (the forward half of the
+    Hessian-vector product)."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(q_ptr + b).to(tl.int32)
+    m = tl.load(t_ptr + b).to(tl.int32)
+    value = tl.load(value_ptr + b)
+    sp = s_ptr + b * s_b
+    zsp = zs_ptr + b * s_b
+    gop = go_ptr + b * g_b
+    gep = ge_ptr + b * g_b
+    zop = zo_ptr + b * g_b
+    zep = ze_ptr + b * g_b
+    st = row_stride // 3
+    offs = tl.arange(0, BLOCK)
+    dvalue = tl.zeros((BLOCK,), tl.float32)
+    i = 0
+    while i <= n:
+        vp = tab_ptr + b * tab_b + i.to(tl.int64) * row_stride
+        pp = vp - row_stride
+        dvp = dtab_ptr + b * tab_b + i.to(tl.int64) * row_stride
+        dpp = dvp - row_stride
+        gx_row = (tl.maximum(i, 1) - 1).to(tl.int64)
+        carry = tl.full((), 0.0, tl.float32)  # dX at the chunk's first column
+        j0 = 0
+        while j0 <= m:
+            j = j0 + offs
+            inrow = j <= m
+            right = j + 1 <= m
+            ib = tl.zeros_like(j) + i
+            nb = tl.zeros_like(j) + n
+            Mi = tl.load(vp + j, mask=inrow, other=NEG)
+            Xi = tl.load(vp + st + j, mask=inrow, other=NEG)
+            Yi = tl.load(vp + 2 * st + j, mask=inrow, other=NEG)
+            Xr = tl.load(vp + st + j + 1, mask=right, other=NEG)
+            dM = tl.zeros((BLOCK,), tl.float32)
+            dY = tl.zeros((BLOCK,), tl.float32)
+            if i > 0:
+                left = inrow & (j >= 1)
+                s = tl.load(sp + (i - 1).to(tl.int64) * s_i + j - 1, mask=left, other=0.0)
+                zs = tl.load(zsp + (i - 1).to(tl.int64) * s_i + j - 1, mask=left, other=0.0)
+                lse_in = tl.where(left, Mi - s, NEG)
+                pm1 = tl.load(pp + j - 1, mask=left, other=NEG)
+                px1 = tl.load(pp + st + j - 1, mask=left, other=NEG)
+                py1 = tl.load(pp + 2 * st + j - 1, mask=left, other=NEG)
+                d1 = _p(pm1, lse_in)
+                d2 = _p(px1, lse_in)
+                d3 = _p(py1, lse_in)
+                tot = d1 + d2 + d3
+                if MODE == 1:
+                    tot += _p(tl.zeros_like(lse_in), lse_in)
+                tot = tl.where(tot > 0, tot, 1.0)
+                dpm1 = tl.load(dpp + j - 1, mask=left, other=0.0)
+                dpx1 = tl.load(dpp + st + j - 1, mask=left, other=0.0)
+                dpy1 = tl.load(dpp + 2 * st + j - 1, mask=left, other=0.0)
+                dM = tl.where(left, zs + (d1 * dpm1 + d2 * dpx1 + d3 * dpy1) / tot, 0.0)
+                pm = tl.load(pp + j, mask=inrow, other=NEG)
+                px = tl.load(pp + st + j, mask=inrow, other=NEG)
+                py = tl.load(pp + 2 * st + j, mask=inrow, other=NEG)
+                gy = (i - 1).to(tl.int64) * g_i + (tl.maximum(j, 1) - 1) * g_j
+                oy = tl.load(gop + gy, mask=inrow, other=0.0)
+                ey = tl.load(gep + gy, mask=inrow, other=0.0)
+                zoy = tl.load(zop + gy, mask=inrow, other=0.0)
+                zey = tl.load(zep + gy, mask=inrow, other=0.0)
+                y1 = _p(pm - oy, Yi)
+                y2 = _p(px - oy, Yi)
+                y3 = _p(py - ey, Yi)
+                tot = y1 + y2 + y3
+                tot = tl.where(tot > 0, tot, 1.0)
+                dpm = tl.load(dpp + j, mask=inrow, other=0.0)
+                dpx = tl.load(dpp + st + j, mask=inrow, other=0.0)
+                dpy = tl.load(dpp + 2 * st + j, mask=inrow, other=0.0)
+                dY = (y1 * (dpm - zoy) + y2 * (dpx - zoy) + y3 * (dpy - zey)) / tot
+            gx = gx_row * g_i + j * g_j
+            ox = tl.load(gop + gx, mask=right, other=0.0)
+            ex = tl.load(gep + gx, mask=right, other=0.0)
+            zox = tl.load(zop + gx, mask=right, other=0.0)
+            zex = tl.load(zep + gx, mask=right, other=0.0)
+            x1 = _p(Mi - ox, Xr)
+            x2 = _p(Xi - ex, Xr)
+            x3 = _p(Yi - ox, Xr)
+            tot = x1 + x2 + x3
+            tot = tl.where(tot > 0, tot, 1.0)
+            x1 = tl.where(right, x1 / tot, 0.0)
+            x2 = tl.where(right, x2 / tot, 0.0)
+            x3 = tl.where(right, x3 / tot, 0.0)
+            u = x1 * (dM - zox) + x3 * (dY - zox) - x2 * zex
+            sa, sc = tl.associative_scan((u, x2), 0, _lin_combine)  # dX[j + 1] = u[j] + x2[j] dX[j]
+            dXn = sa + sc * carry
+            carry = tl.sum(tl.where(offs == BLOCK - 1, dXn, 0.0), 0)
+            tl.store(dvp + j, dM, mask=inrow)
+            tl.store(dvp + 2 * st + j, dY, mask=inrow)
+            tl.store(dvp + st + j + 1, dXn, mask=right)
+            tl.store(dvp + st + j, tl.zeros((BLOCK,), tl.float32), mask=j == 0)
+            if MODE == 1:  # local ends: every M cell of rows 1..n
+                cells = inrow & (j >= 1) & (ib >= 1)
+                dvalue += tl.where(cells, _p(Mi, value + tl.zeros_like(Mi)) * dM, 0.0)
+            j0 += BLOCK
+        tl.debug_barrier()
+        i += 1
+    if MODE != 1:  # global and semiglobal ends lie in row n (dX of the end cell is stored by now)
+        vp = tab_ptr + b * tab_b + n.to(tl.int64) * row_stride
+        dvp = dtab_ptr + b * tab_b + n.to(tl.int64) * row_stride
+        num = tl.zeros((BLOCK,), tl.float32)
+        den = tl.zeros((BLOCK,), tl.float32)
+        j0 = 0
+        while j0 <= m:
+            j = j0 + offs
+            if MODE == 0:
+                at = j == m
+                e3 = tl.where(at, _p(tl.load(vp + 2 * st + j, mask=at, other=NEG), value + tl.zeros_like(num)), 0.0)
+                e2 = tl.where(at, _p(tl.load(vp + st + j, mask=at, other=NEG), value + tl.zeros_like(num)), 0.0)
+            else:
+                at = (j <= m) & ((tl.zeros_like(j) + n > 0) | (j == 0))
+                e3 = tl.where(at & (tl.zeros_like(j) + n > 0),
+                              _p(tl.load(vp + 2 * st + j, mask=at, other=NEG), value + tl.zeros_like(num)), 0.0)
+                e2 = tl.zeros((BLOCK,), tl.float32)
+            e1 = tl.where(at, _p(tl.load(vp + j, mask=at, other=NEG), value + tl.zeros_like(num)), 0.0)
+            num += (e1 * tl.load(dvp + j, mask=at, other=0.0) + e2 * tl.load(dvp + st + j, mask=at, other=0.0)
+                    + e3 * tl.load(dvp + 2 * st + j, mask=at, other=0.0))
+            den += e1 + e2 + e3
+            j0 += BLOCK
+        total = tl.sum(den, 0)
+        dvalue = num / tl.where(total > 0, total, 1.0)
+    tl.store(dvalue_ptr + b, tl.sum(dvalue, 0))
+
+
 def _block(width: int) -> int:
     """Columns per chunk: two variants (short rows, long rows) keep compiles few."""
     return 128 if width <= 128 else 1024
 
 
-def _gaps(gap_open, gap_extend, linear):
-    """Gap tensors [B, 1, 1] or [B, N, M] as float32 with their strides (0 where broadcast)."""
+def _gaps(gap_open, gap_extend, linear, *more):
+    """Gap tensors [B, 1, 1] or [B, N, M] (and ``more`` of the same kind: the direction of a
+    Hessian-vector product) as float32 with their common strides (0 where broadcast)."""
     go = gap_open.float()
     ge = go if linear else gap_extend.float()
-    go, ge = torch.broadcast_tensors(go, ge)
-    if go.shape[1:] != (1, 1):
-        go, ge = go.contiguous(), ge.contiguous()
-    strides = (go.stride(0), go.stride(1) if go.shape[1] > 1 else 0, go.stride(2) if go.shape[2] > 1 else 0)
-    return go, ge, strides
+    out = torch.broadcast_tensors(go, ge, *(x.float() for x in more))
+    if out[0].shape[1:] != (1, 1):
+        out = [x.contiguous() for x in out]
+    x = out[0]
+    strides = (x.stride(0), x.stride(1) if x.shape[1] > 1 else 0, x.stride(2) if x.shape[2] > 1 else 0)
+    return (*out, strides)
 
 
 def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: bool, K: int, block=None):
@@ -381,28 +609,58 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: boo
     return value, table
 
 
-def backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode: int, linear: bool, K: int,
-             block=None):
-    """(d scores, d gap_open, d gap_extend) times grad: gap gradients [B, N, M] for
-    position-specific gaps, else [B]; linear: all of it in d gap_open."""
-    s = scores.float().contiguous()
+def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None):
+    """The backward kernel; ``hvp``: (dtab, dvalue, zs, zo, ze) for the derivative along z."""
     B, N, M = s.shape
-    go, ge, (g_b, g_i, g_j) = _gaps(gap_open, gap_extend, linear)
+    g_b, g_i, g_j = strides
     full = go.shape[1:] != (1, 1)
     R, row = table.shape[1], 3 * (M + 1)
     dev = s.device
     seg = torch.empty((B, K, 3, M + 1), dtype=torch.float32, device=dev) if K > 1 else table
     q_buf = torch.empty((B, 2, 3, M + 1), dtype=torch.float32, device=dev)
+    dq_buf = torch.empty_like(q_buf) if hvp else q_buf
     gs = torch.zeros((B, N, M), dtype=torch.float32, device=dev)
     shape = (B, N, M) if full else (B,)
     g_open = torch.zeros(shape, dtype=torch.float32, device=dev)
     g_ext = torch.zeros(shape, dtype=torch.float32, device=dev)
+    dtab, dvalue, zs, zo, ze = hvp or (table, value, s, go, ge)
     if B:
         soft_align_bwd_kernel[(B,)](s, N * M, M, go, ge, g_b, g_i, g_j, q_lens, t_lens, table, R * row, seg,
                                     seg.stride(0), q_buf, q_buf.stride(0), row, K, value.float().contiguous(),
                                     grad.float().contiguous(), gs, N * M, M, g_open, g_ext, N * M if full else 1,
-                                    M if full else 0, 1 if full else 0, FULL_GAPS=full, MODE=mode,
-                                    BLOCK=block or _block(M + 1))
+                                    M if full else 0, 1 if full else 0, dtab, dvalue, zs, zo, ze, dq_buf,
+                                    FULL_GAPS=full, MODE=mode, HVP=hvp is not None, BLOCK=block or _block(M + 1))
     if linear:  # one gap: the opening and extending moves both read gap_open
         return gs, g_open + g_ext, torch.zeros_like(g_ext)
     return gs, g_open, g_ext
+
+
+def backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode: int, linear: bool, K: int,
+             block=None):
+    """(d scores, d gap_open, d gap_extend) times grad: gap gradients [B, N, M] for
+    position-specific gaps, else [B]; linear: all of it in d gap_open."""
+    s = scores.float().contiguous()
+    go, ge, strides = _gaps(gap_open, gap_extend, linear)
+    return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block)
+
+
+def hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad, z_scores, z_open, z_extend, mode: int,
+        linear: bool, block=None):
+    """The derivatives of backward()'s outputs along z = (z_scores, z_open, z_extend) and of
+    the value (d value along z): a tangent sweep forward, then the backward kernel with
+    the adjoints' tangents. Holds the full value and tangent tables (24 B per cell)."""
+    s = scores.float().contiguous()
+    zs = z_scores.float().contiguous()
+    go, ge, zo, ze, strides = _gaps(gap_open, gap_extend, linear, z_open, z_open if linear else z_extend)
+    B, N, M = s.shape
+    _, table = forward(s, go, ge, q_lens, t_lens, mode, linear, 1, block)
+    dtab = torch.empty_like(table)
+    dvalue = torch.empty(B, dtype=torch.float32, device=s.device)
+    value = value.float().contiguous()
+    if B:
+        soft_align_tangent_kernel[(B,)](s, N * M, M, go, ge, *strides, q_lens, t_lens, table, table.stride(0),
+                                        3 * (M + 1), value, zs, zo, ze, dtab, dvalue, MODE=mode,
+                                        BLOCK=block or _block(M + 1))
+    out = _sweep(s, go, ge, strides, q_lens, t_lens, table, 1, value, grad, mode, linear, block,
+                 (dtab, dvalue, zs, zo, ze))
+    return (*out, dvalue)

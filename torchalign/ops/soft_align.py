@@ -84,10 +84,12 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode, li
 def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
                    table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
-    if _kernel_path(scores):  # the kernels' table leaves cells past the lengths unset: the torch rows' own
-        table = cpu.forward(P, checkpoint)[1]  # (the torch code, on the tensors' device; no kernel yet)
-    gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
+    if _kernel_path(scores):  # (recomputes the full value table: the tangent sweep reads every row)
+        gs, go, ge, dgrad = kernels("soft_align").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
+                                                      z_scores, z_open, z_extend, mode, linear)
+    else:
+        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+        gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
     return gs, _shaped(go, gap_open), _shaped(ge, gap_extend), dgrad
 
 
