@@ -181,7 +181,7 @@ def drive_primers():
 
 def drive_soft_align():
     for mode in ("global", "local", "semiglobal"):
-        for M in (5, 200):  # one chunk of 128 columns, chunks of 1,024
+        for M in (5, 200, 600):  # chunks of 128, 512 and 1,024 columns
             for gap in (1.0, torch.ones(2, 3, M)):  # one per pair, position-specific
                 for checkpoint in (None, 2):
                     x = torch.randn(2, 3, M, requires_grad=True)

@@ -285,3 +285,14 @@ def test_mixed_gap_shapes():
         torch.testing.assert_close(ta.soft_align(s, o, e, lengths=lengths), want, rtol=1e-12, atol=1e-10)
         args = (s.clone().requires_grad_(), o.clone().requires_grad_(), e.clone().requires_grad_())
         assert gradcheck(lambda s, o, e: ta.soft_align(s, o, e, mode="local", lengths=lengths), args)
+
+
+def test_empty_batches_and_sides():
+    """No pairs, or empty sides in the tensor's shape: global charges the one gap, local and
+    semiglobal (free target ends) score 0."""
+    for shape, want in (((0, 3, 4), []), ((2, 0, 4), [-2.5] * 2), ((2, 3, 0), [-2.0] * 2), ((2, 0, 0), [0.0] * 2)):
+        x = torch.randn(*shape, requires_grad=True)
+        v = ta.soft_align(x, 1.0, 0.5, mode="global")
+        v.sum().backward()
+        assert v.tolist() == want and x.grad.shape == shape
+        assert ta.soft_align(x, 1.0, 0.5, mode="local").tolist() == [0.0] * shape[0]

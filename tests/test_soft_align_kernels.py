@@ -71,6 +71,12 @@ def test_kernels_edges_and_default_block(monkeypatch, mode):
     set_defaults(monkeypatch, kernels.forward, block=8)
     set_defaults(monkeypatch, kernels.backward, block=8)
     _compare(_run(s, go, ge, mode, T, lengths, 2), want)
+    for shape in ((2, 0, 3), (2, 3, 0), (0, 2, 2)):  # empty sides in the tensor's shape
+        x = torch.randn(*shape)
+        lens = (torch.full((shape[0],), shape[1]), torch.full((shape[0],), shape[2]))
+        T2 = torch.ones(shape[0])
+        _compare(_run(x, T2 * 1.5, T2 * 0.25, mode, T2, lens), _cpu_path(monkeypatch, x, T2 * 1.5, T2 * 0.25, mode,
+                                                                           T2, lens))
 
 
 @pytest.mark.interpret

@@ -31,9 +31,10 @@ GLOBAL, LOCAL, SEMIGLOBAL = 0, 1, 2
 
 @triton.jit
 def _lse2(a, b):
+    """log(exp(a) + exp(b)) with one exp and one log (the scan's combine calls it most)."""
     m = tl.maximum(a, b)
-    ms = tl.where(m == NEG, 0.0, m)
-    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms)))
+    d = tl.minimum(a, b) - m  # <= 0; NaN where both are -inf, masked below
+    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
 
 
 @triton.jit
@@ -576,8 +577,9 @@ def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_
 
 
 def _block(width: int) -> int:
-    """Columns per chunk: two variants (short rows, long rows) keep compiles few."""
-    return 128 if width <= 128 else 1024
+    """Columns per chunk (three variants keep compiles few); a row of 513 columns (N = M =
+    512) takes one chunk of 1,024, not two of 512 with one column in the second."""
+    return 128 if width <= 128 else 512 if width <= 512 else 1024
 
 
 def _gaps(gap_open, gap_extend, linear, *more):

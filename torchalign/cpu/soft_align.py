@@ -81,7 +81,7 @@ class Problem:
         ge = gap_open if linear else gap_extend
         self.full = any(g.dim() == 3 and g.shape[1:] == (N, M) and (N, M) != (1, 1) for g in (gap_open, ge))
         self.go, self.ge = gap_open.expand(B, N, M), ge.expand(B, N, M)
-        self.go0, self.ge0 = gap_open.reshape(B, -1)[:, :1], ge.reshape(B, -1)[:, :1]  # [B, 1] (broadcast gaps)
+        self.go0, self.ge0 = gap_open[:, :1, :1].reshape(B, 1), ge[:, :1, :1].reshape(B, 1)  # (broadcast gaps)
         self.j = torch.arange(M + 1, device=self.device)
 
     def neg(self, width=None):
