@@ -72,7 +72,7 @@ def _row_ptr(tab_ptr, seg_ptr, b_tab, b_seg, i, K, row_stride):
 
 @triton.jit
 def _forward_row(s_ptr, s_i, go_ptr, ge_ptr, g_i, g_j, prev_ptr, out_ptr, i, n, m, value, st,
-                 MODE: tl.constexpr, BLOCK: tl.constexpr, END: tl.constexpr):
+                 MODE, BLOCK: tl.constexpr, END: tl.constexpr):
     """Row i (from the row at prev_ptr) stored at out_ptr; returns ``value`` with row i's
     end terms added (END). st: the stride between the M, X, Y rows."""
     offs = tl.arange(0, BLOCK)
@@ -146,9 +146,9 @@ def _forward_row(s_ptr, s_i, go_ptr, ge_ptr, g_i, g_j, prev_ptr, out_ptr, i, n, 
     return value
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'work_b', 'row_stride'])
 def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, work_ptr,
-                          work_b, row_stride, K, value_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+                          work_b, row_stride, K, value_ptr, MODE, BLOCK: tl.constexpr):
     """Program b: pair b's rows 0..n; row i stored in the table (i % K == 0) and, with
     K > 1, in the two-row scratch (slot i % 2) that the next row reads."""
     b = tl.program_id(0).to(tl.int64)
@@ -184,11 +184,11 @@ def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
     tl.store(value_ptr + b, value)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'seg_b', 'q_buf_b', 'row_stride', 'gs_b', 'gs_i', 'gg_b', 'gg_i', 'gg_j'])
 def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, seg_ptr,
                           seg_b, q_buf_ptr, q_buf_b, row_stride, K, value_ptr, grad_ptr, gs_ptr, gs_b, gs_i,
                           gop_ptr, gep_ptr, gg_b, gg_i, gg_j, dtab_ptr, dvalue_ptr, zs_ptr, zo_ptr, ze_ptr,
-                          dq_buf_ptr, FULL_GAPS: tl.constexpr, MODE: tl.constexpr, HVP: tl.constexpr,
+                          dq_buf_ptr, FULL_GAPS: tl.constexpr, MODE, HVP: tl.constexpr,
                           BLOCK: tl.constexpr):
     """Program b: pair b's adjoints Q (d value / d node) from row n up to row 0; the scores'
     gradient is Q at M; the gaps' gradients minus the expected moves of each kind, into
@@ -444,10 +444,10 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
         tl.store(gep_ptr + b, tl.sum(sum_e, 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=['MODE', 'g_b', 'g_i', 'g_j', 'tab_b', 'row_stride'])
 def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b,
                               row_stride, value_ptr, zs_ptr, zo_ptr, ze_ptr, dtab_ptr, dvalue_ptr,
-                              MODE: tl.constexpr, BLOCK: tl.constexpr):
+                              MODE, BLOCK: tl.constexpr):
     """Program b: the directional derivatives dV of pair b's node values along z (scores zs,
     gaps zo, ze), rows 0..n from the full value table: dV_to = sum over edges p (dV_from +
     z_edge), X by a forward linear scan; and dvalue, the value's (the forward half of the
@@ -577,9 +577,10 @@ def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_
 
 
 def _block(width: int) -> int:
-    """Columns per chunk (three variants keep compiles few); a row of 513 columns (N = M =
-    512) takes one chunk of 1,024, not two of 512 with one column in the second."""
-    return 128 if width <= 128 else 512 if width <= 512 else 1024
+    """Columns per chunk: two variants keep compiles few (the mode, the checkpoint step and
+    the gaps' strides are run-time arguments, never specialised); a row of 513 columns
+    (N = M = 512) takes one chunk of 1,024, not two of 512 with one column in the second."""
+    return 128 if width <= 128 else 1024
 
 
 def _gaps(gap_open, gap_extend, linear, *more):
