@@ -167,7 +167,11 @@ def reference_values(s, go, ge, lengths, mode, T=1.0):
     out = []
     for b in range(s.shape[0]):
         n, m = int(lengths[0][b]), int(lengths[1][b])
-        cut = lambda x: (x[b, :n, :m].double().numpy() if x.dim() == 3 else float(x[b])) if x is not None else None  # noqa: E731
+        def cut(x):
+            if x is None:
+                return None
+            return x[b, :n, :m].double().numpy() if x.dim() == 3 else float(x[b])
+
         t = T if isinstance(T, float) else float(T[b])
         out.append(soft_align_dp(s[b, :n, :m].double().numpy(), cut(go), cut(ge), mode, t))
     return out

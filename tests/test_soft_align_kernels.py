@@ -8,6 +8,7 @@ from torch.autograd import gradgradcheck
 
 import torchalign as ta
 from torchalign_kernels import soft_align as kernels
+from torchalign_kernels import soft_align_hvp as hvp_kernels
 from torchalign_kernels import soft_align_linear as linear_kernels
 
 from . import reference_soft_align as ref
@@ -38,7 +39,7 @@ def _compare(got, want, atol=1e-4):
 
 def _small_chunks(monkeypatch, block):
     """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)."""
-    for fn in (kernels.forward, kernels.backward, kernels.hvp, linear_kernels.forward, linear_kernels.backward):
+    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, linear_kernels.forward, linear_kernels.backward):
         set_defaults(monkeypatch, fn, block=block)
 
 
@@ -174,23 +175,26 @@ def test_cuda_real_proteins(mode):
 
 @pytest.mark.gpu
 def test_cuda_long_pairs():
-    """No length limit: 10,000 x 10,000 and 10,000 x 7,000 (checkpoints, ~1 GB of scores and
-    gradient); full and checkpointed state give the same numbers, the gradient is a
-    distribution (each query residue aligned at most once)."""
+    """No length limit: 8 pairs of 10,000 x 10,000 (the saved table, 2.4 G floats, indexes
+    past 2^31; ~17 GB in all) and 10,000 x 7,000 with linear gaps; full and checkpointed
+    state give the same numbers, and the gradient is a distribution (each query residue
+    aligned at most once)."""
     g = torch.Generator(device="cuda").manual_seed(0)
-    for N, M in ((10_000, 10_000), (10_000, 7_000)):
-        s = torch.randn(1, N, M, device="cuda", generator=g)
+    for B, N, M, extend in ((8, 10_000, 10_000, 0.25), (1, 10_000, 7_000, None)):
+        s = torch.randn(B, N, M, device="cuda", generator=g)
         out = []
         for ck in ("auto", None):
             x = s.clone().requires_grad_()
-            v = ta.soft_align(x, 1.0, 0.25, mode="global", checkpoint=ck)
-            v.backward()
+            v = ta.soft_align(x, 1.0, extend, mode="global", checkpoint=ck)
+            v.sum().backward()
             out.append((v.detach(), x.grad))
-            del x
+            del x, v
         torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=0)
         torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=1e-5)
         P = out[0][1]
         assert torch.isfinite(P).all() and (P >= 0).all() and (P.sum(2) <= 1 + 1e-3).all()
+        del out, P, s
+        torch.cuda.empty_cache()
 
 
 @pytest.mark.gpu
@@ -234,7 +238,10 @@ def test_cuda_second_order():
 
 @pytest.mark.gpu
 def test_cuda_opcheck():
-    s, go, ge, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=2)
+    # full lengths: the kernels leave the table's cells past a pair's lengths unwritten
+    s, go, ge, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=2, ragged=False)
     args = (s.cuda().requires_grad_(), go.reshape(3, 1, 1).cuda().requires_grad_(),
             ge.reshape(3, 1, 1).cuda().requires_grad_(), *(x.cuda() for x in lengths), 2, False, 2)
+    torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)
+    args = args[:-2] + (True, 2)  # linear gaps: the one-state kernels' table
     torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)

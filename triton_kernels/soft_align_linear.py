@@ -115,7 +115,8 @@ def soft_align_linear_fwd_kernel(s_ptr, s_b, s_i, go_ptr, g_b, g_i, g_j, q_ptr, 
     tl.store(value_ptr + b, value)
 
 
-@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'seg_b', 'q_buf_b', 'row_stride', 'gs_b', 'gs_i', 'gg_b', 'gg_i', 'gg_j'])
+@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'seg_b', 'q_buf_b', 'row_stride', 'gs_b',
+                               'gs_i', 'gg_b', 'gg_i', 'gg_j'])
 def soft_align_linear_bwd_kernel(s_ptr, s_b, s_i, go_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, seg_ptr,
                                  seg_b, q_buf_ptr, q_buf_b, row_stride, K, value_ptr, grad_ptr, gs_ptr, gs_b, gs_i,
                                  gg_ptr, gg_b, gg_i, gg_j, FULL_GAPS: tl.constexpr, MODE,
@@ -169,8 +170,8 @@ def soft_align_linear_bwd_kernel(s_ptr, s_b, s_i, go_ptr, g_b, g_i, g_j, q_ptr, 
                         s = tl.load(sp + i.to(tl.int64) * s_i + j - 1, mask=inrow & (j >= 1), other=0.0)
                         gy = tl.load(gp + i.to(tl.int64) * g_i + (tl.maximum(j, 1) - 1) * g_j, mask=inrow, other=0.0)
                         d = tl.where(inrow & (j >= 1), s + v1, NEG)
-                        row_total += tl.where(inrow, _p(d, value + tl.zeros_like(d)) + _p(v - gy, value + tl.zeros_like(d)),
-                                              0.0)
+                        vv = value + tl.zeros_like(d)
+                        row_total += tl.where(inrow, _p(d, vv) + _p(v - gy, vv), 0.0)
                         j0 += BLOCK
                     end_total = tl.sum(row_total, 0)
                     end_total = tl.where(end_total > 0, end_total, 1.0)

@@ -16,9 +16,9 @@ Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 (gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
 float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
-interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states; its
-tangent and backward kernels for the Hessian-vector product, which recompute and hold the
-full value table and its tangents, 24 B per cell) and soft_align_linear (one state for
+interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states),
+soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
+recomputes and holds the full value table and its tangents, 24 B per cell) and soft_align_linear (one state for
 linear gaps). float64 runs the torch code of torchalign.cpu.soft_align on any device
 (the kernels compute in float32; float64 on CUDA is correct but slow, a Python loop of
 small launches per row). Working memory of the kernels besides the table: a two-row
@@ -101,7 +101,7 @@ def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens:
                    table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     if _kernel_path(scores):  # (recomputes the full value table: the tangent sweep reads every row)
-        gs, go, ge, dgrad = kernels("soft_align").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
+        gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
                                                       z_scores, z_open, z_extend, mode, linear)
     else:
         P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
