@@ -198,6 +198,31 @@ def test_cuda_long_pairs():
 
 
 @pytest.mark.gpu
+def test_cuda_checkpoint_memory():
+    """The issue's bound: 64 affine pairs of 4,096 x 4,096, forward + backward with
+    checkpoint="auto", in under 2 GB besides the scores and their gradient, and at least
+    10x less than keeping every row; the same numbers either way."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    s = torch.randn(64, 4096, 4096, device="cuda", generator=g)
+    extra, out = {}, {}
+    for ck in ("auto", None):
+        x = s.clone().requires_grad_()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        v = ta.soft_align(x, 2.0, 0.5, mode="local", checkpoint=ck)
+        v.sum().backward()
+        torch.cuda.synchronize()
+        extra[ck] = torch.cuda.max_memory_allocated() - base - x.grad.numel() * 4
+        out[ck] = (v.detach(), x.grad)
+        del x, v
+    print({k: f"{v / 1e9:.2f} GB" for k, v in extra.items()})
+    assert extra["auto"] < 2e9 and extra[None] >= 10 * extra["auto"], extra
+    torch.testing.assert_close(out["auto"][0], out[None][0], rtol=1e-6, atol=0)
+    torch.testing.assert_close(out["auto"][1], out[None][1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 def test_cuda_compiled_graph_equals_eager(mode):
     s, go, ge, lengths = ref.random_batch(5, 30, 40, torch.float32, seed=4)
