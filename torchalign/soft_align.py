@@ -33,19 +33,25 @@ Borders (-inf unless said):
 With open = extend the three states count the same alignments as one state with every
 gap position costing ``open`` (the linear case).
 
-Other conventions, mapped onto this one (all maximise similarities):
-- deepblast (NeedlemanWunschDecoder): one state, linear gap g, V = 0 on row and column 0
-  (leading gaps free) and value V[n, m]: not the same borders; its tests compare to it by
-  its own convention.
-- DEDAL (Llinares-Lopez et al.): affine, three states with position-specific open/extend,
-  but its gap states may not follow each other in the same way and its borders differ;
-  same family, different alignment set.
-- SMURF (Petti et al., differentiable Smith-Waterman): local, alignments may start at any
-  cell ("restrict_turns" off), temperature scaled, value = T lse over end cells without
-  the empty alignment; ours adds the empty alignment (score 0) once.
-- soft-DTW (Cuturi & Blondel): costs, minimised, moves (1,1), (1,0), (0,1) all "matching"
-  (each cell's cost paid on every path through it); not an alignment of residues:
-  ta.soft_dtw.
+Other conventions, mapped onto this one (all maximise similarities at temperature T):
+- deepblast (NeedlemanWunschDecoder, linear gap A added as a negative number):
+  V[i, j] = theta[i, j] + smax(V[i-1, j] + A, V[i-1, j-1], V[i, j-1] + A), V = 0 on row and
+  column 0, value V[N, M]: every cell a path visits pays its theta, whether entered by a
+  pair or a gap (Mensch & Blondel's lattice, soft-DTW's with a gap term), and leading gaps
+  are free. Not an alignment of residues in our sense; the values differ.
+- SMURF (the JAX sw / sw_affine, local): one state h[i, j] = smax(h[i-1, j-1] + x, h[i-1, j]
+  + gap, h[i, j-1] + gap, x) (x alone: a start), value smax over cells of h[i, j] +
+  x[i+1, j+1]: alignments that start and end with an aligned pair, as ours, with gap =
+  -gap_open; there is no empty alignment (ours adds it, score 0), and its end term as
+  written also leaves out one-pair alignments. Its affine form with restrict_turns
+  restricts gap-state transitions, so its alignment set differs from Gotoh's.
+- DEDAL: local, affine, with position-specific open and extend penalties as [B, N, M]
+  tensors like ours; its state machine and borders are its own (not checked here):
+  compare on tiny pairs against tests/reference_soft_align.py's enumeration first.
+- soft-DTW (Cuturi & Blondel, ta.soft_dtw): costs, minimised (gamma = T), moves (1, 1),
+  (1, 0), (0, 1) all pay the cost of the cell they enter, no gap term, R[0, 0] = 0 and
+  other borders infinite: soft_dtw(C) = -T log sum over paths exp(-cost / T), which is
+  deepblast's recursion with theta = -C and A = 0 except for deepblast's zero borders.
 """
 
 from __future__ import annotations
