@@ -179,7 +179,20 @@ def drive_primers():
                          2, alphabet=alphabet)
 
 
-DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers]
+def drive_soft_align():
+    for mode in ("global", "local", "semiglobal"):
+        for M in (5, 200):  # chunks of 128 and 1,024 columns
+            for gap in (1.0, torch.ones(2, 3, M)):  # one per pair, position-specific
+                for checkpoint in (None, 2):
+                    for extend in (0.5, None):  # affine (three states), linear (one)
+                        x = torch.randn(2, 3, M, requires_grad=True)
+                        ta.soft_align(x, gap, extend, mode=mode, checkpoint=checkpoint).sum().backward()
+            P = ta.soft_alignment(x, gap, 0.5, mode=mode)[1]  # a loss on P: the Hessian-vector product
+            P.sum().backward()
+
+
+DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,
+           drive_soft_align]
 
 
 def record(monkeypatch) -> list:

@@ -1,0 +1,300 @@
+"""ta.soft_align / ta.soft_alignment on the CPU: the float64 reference and the enumeration of
+alignments, gradients (gradcheck, gradgradcheck, finite differences), the T -> 0 limit
+against ta.align_score, numerics, checkpoints, torch.compile, errors."""
+
+import math
+
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+import torchalign as ta
+
+from . import reference_soft_align as ref
+from .conftest import read_fasta
+
+MODES = ("global", "local", "semiglobal")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_alignment_counted_once(mode):
+    """The DP (reference and op) equals the sum over every alignment written out, on all
+    shapes up to 3 x 3 (empty sides too), linear, affine and position-specific gaps."""
+    g = torch.Generator().manual_seed(1)
+    for n in range(4):
+        for m in range(4):
+            s = torch.randn(1, n, m, generator=g, dtype=torch.float64) * 2
+            gaps = [(1.3, 0.4), (0.7, None), (-0.3, 0.2)]
+            if n and m:
+                gaps.append((torch.rand(1, n, m, generator=g, dtype=torch.float64) + 0.5,
+                             torch.rand(1, n, m, generator=g, dtype=torch.float64)))
+            for go, ge in gaps:
+                a = lambda x: x[0].numpy() if isinstance(x, torch.Tensor) else x  # noqa: E731
+                want = ref.soft_align_enum(s[0].numpy(), a(go), a(ge), mode, 0.8)
+                assert ref.soft_align_dp(s[0].numpy(), a(go), a(ge), mode, 0.8) == pytest.approx(want, abs=1e-12)
+                got = ta.soft_align(s, go, ge, mode=mode, temperature=0.8)
+                assert got.item() == pytest.approx(want, abs=1e-10), (n, m, go, ge)
+
+
+def test_enumeration_counts():
+    """The enumeration itself: global alignments of 2 x 2 are the 13 Delannoy paths; local
+    ones of 1 x 1 are the empty one and the pair."""
+    import numpy as np
+
+    assert len(ref.alignment_scores(np.zeros((2, 2)), 1.0, None, "global")) == 13
+    assert sorted(ref.alignment_scores(np.full((1, 1), 5.0), 1.0, None, "local")) == [0.0, 5.0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+def test_padded_batch_matches_reference(mode, gaps):
+    s, go, ge, lengths = ref.random_batch(6, 9, 7, torch.float64, seed=hash((mode, gaps)) % 1000,
+                                          full_gaps=gaps == "position", linear=gaps == "linear")
+    T = torch.tensor([0.5, 1.0, 2.0, 0.3, 1.5, 0.9], dtype=torch.float64)
+    want = torch.tensor(ref.reference_values(s, go, ge, lengths, mode, T), dtype=torch.float64)
+    got = ta.soft_align(s, go, ge, mode=mode, temperature=T, lengths=lengths)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-9)
+    got32 = ta.soft_align(s.float(), go.float(), None if ge is None else ge.float(), mode=mode, temperature=T.float(),
+                          lengths=lengths)
+    assert got32.dtype == torch.float32
+    torch.testing.assert_close(got32.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_half_inputs_compute_in_float32():
+    s, go, ge, lengths = ref.random_batch(3, 5, 6, torch.float64, seed=3)
+    for dt in (torch.float16, torch.bfloat16):
+        x = s.to(dt).requires_grad_()
+        v = ta.soft_align(x, 1.0, 0.5, lengths=lengths)
+        assert v.dtype == torch.float32
+        want = ta.soft_align(x.detach().double(), 1.0, 0.5, lengths=lengths)
+        torch.testing.assert_close(v.double(), want, rtol=1e-5, atol=1e-5)
+        v.sum().backward()
+        assert x.grad.dtype == dt and torch.isfinite(x.grad.float()).all()
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+@pytest.mark.parametrize("checkpoint", [None, 2])
+def test_gradcheck_and_gradgradcheck(mode, gaps, checkpoint):
+    s, go, ge, lengths = ref.random_batch(2, 3, 4, torch.float64, seed=7, full_gaps=gaps == "position",
+                                          linear=gaps == "linear")
+    T = torch.tensor([0.7, 1.3], dtype=torch.float64)
+    args = [x.requires_grad_() for x in (s, go, ge, T) if x is not None]
+
+    def f(s, go, *rest):
+        ge, T = (None, rest[0]) if len(rest) == 1 else rest
+        return ta.soft_align(s, go, ge, mode=mode, temperature=T, lengths=lengths, checkpoint=checkpoint)
+
+    assert gradcheck(f, args)
+    assert gradgradcheck(f, args)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gap_and_temperature_gradients_equal_finite_differences(mode):
+    s, go, ge, lengths = ref.random_batch(3, 6, 5, torch.float64, seed=11)
+    T = torch.tensor([0.6, 1.0, 1.7], dtype=torch.float64)
+    go, ge, T = go.requires_grad_(), ge.requires_grad_(), T.requires_grad_()
+    ta.soft_align(s, go, ge, mode=mode, temperature=T, lengths=lengths).sum().backward()
+    h = 1e-6
+    for x, name in ((go, "open"), (ge, "extend"), (T, "temperature")):
+        for b in range(3):
+            def at(delta, x=x, b=b):
+                vals = {"open": go.detach().clone(), "extend": ge.detach().clone(), "temperature": T.detach().clone()}
+                vals[name][b] += delta
+                return ta.soft_align(s, vals["open"], vals["extend"], mode=mode, temperature=vals["temperature"],
+                                     lengths=lengths)[b].item()
+            fd = (at(h) - at(-h)) / (2 * h)
+            assert x.grad[b].item() == pytest.approx(fd, abs=1e-7), (name, b)
+    # the temperature's gradient is (value - expected score) / T: check the identity on pair 0
+    v, P = ta.soft_alignment(s, go.detach(), ge.detach(), mode=mode, temperature=T.detach(), lengths=lengths)
+    assert torch.isfinite(v).all() and (T.grad * T.detach() <= v.detach() + 1e-9).all() or mode != "local"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_soft_alignment_is_the_gradient(mode):
+    s, go, ge, lengths = ref.random_batch(4, 7, 8, torch.float64, seed=5)
+    x = s.clone().requires_grad_()
+    v = ta.soft_align(x, go, ge, mode=mode, lengths=lengths, temperature=0.7)
+    (g,) = torch.autograd.grad(v.sum(), x)
+    v2, P = ta.soft_alignment(s, go, ge, mode=mode, lengths=lengths, temperature=0.7)
+    torch.testing.assert_close(v2, v.detach())
+    torch.testing.assert_close(P, g, rtol=0, atol=1e-12)
+    assert (P >= 0).all() and (P <= 1 + 1e-12).all()
+    for b in range(4):  # padding takes no part; each query residue aligns at most once
+        n, m = int(lengths[0][b]), int(lengths[1][b])
+        assert P[b, n:].abs().sum() == 0 and P[b, :, m:].abs().sum() == 0
+        assert (P[b].sum(1) <= 1 + 1e-12).all() and (P[b].sum(0) <= 1 + 1e-12).all()
+
+
+def test_loss_on_the_expected_alignment_backpropagates():
+    """A loss on P (DeepBLAST's) differentiates through the Hessian-vector product."""
+    s, go, ge, lengths = ref.random_batch(2, 4, 3, torch.float64, seed=2)
+    target = torch.rand(2, 4, 3, dtype=torch.float64)
+    args = (s.requires_grad_(), go.requires_grad_(), ge.requires_grad_())
+    assert gradcheck(lambda s, go, ge: (ta.soft_alignment(s, go, ge, mode="local", lengths=lengths)[1] - target)
+                     .pow(2).sum(), args)
+
+
+def test_padding_takes_no_part():
+    s, go, ge, lengths = ref.random_batch(4, 6, 6, torch.float32, seed=9)
+    dirty = s.clone()
+    for b in range(4):
+        dirty[b, int(lengths[0][b]):] = float("nan")
+        dirty[b, :, int(lengths[1][b]):] = float("inf")
+    x = dirty.requires_grad_()
+    for mode in MODES:
+        v = ta.soft_align(x, go, ge, mode=mode, lengths=lengths)
+        torch.testing.assert_close(v, ta.soft_align(s, go, ge, mode=mode, lengths=lengths))
+        (g,) = torch.autograd.grad(v.sum(), x)
+        inside = ~(torch.isnan(dirty) | torch.isinf(dirty))
+        assert torch.isfinite(g).all() and (g[~inside] == 0).all()
+
+
+def _proteins(k, n_max):
+    prot = [s for _, s in read_fasta("proteome_HG003687.fa")]
+    return [p[:n_max] for p in prot[:k]]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_zero_temperature_limit_is_align_score(mode):
+    """Integer BLOSUM62 scores of bundled proteins, gaps 11 / 1: the value lies in
+    [best, best + T log(number of alignments)] with best = ta.align_score's score."""
+    prot = _proteins(6, 60)
+    pairs = [(prot[i], prot[i + 1][5:45]) for i in range(0, 6, 2)] + [(prot[0][:40], prot[0][3:50])]
+    for T in (1e-2, 1e-3):
+        for q, t in pairs:
+            s, sc = ref.one_hot_blosum(q, t)
+            best = ta.align_score([q], [t], sc, mode).score.item()
+            v = ta.soft_align(s[None], float(sc.gap_open), float(sc.gap_extend), mode=mode, temperature=T).item()
+            assert best - 1e-9 <= v <= best + T * (len(q) + len(t) + 1) * math.log(3), (q, t, best, v)
+            v32 = ta.soft_align(s[None].float(), float(sc.gap_open), float(sc.gap_extend), mode=mode,
+                                temperature=T).item()
+            assert v32 == pytest.approx(v, rel=1e-5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_no_nan_or_inf_at_extremes(mode):
+    s, go, ge, lengths = ref.random_batch(3, 12, 10, torch.float32, seed=4, scale=1e4)
+    for T in (1e-3, 1.0, 1e3):
+        x = s.clone().requires_grad_()
+        o, e = go.clone().requires_grad_(), ge.clone().requires_grad_()
+        v = ta.soft_align(x, o, e, mode=mode, temperature=T, lengths=lengths)
+        v.sum().backward()
+        for t in (v, x.grad, o.grad, e.grad):
+            assert torch.isfinite(t).all(), T
+        assert (x.grad >= 0).all() and (x.grad <= 1 + 1e-5).all()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_checkpoints_give_the_same_numbers(mode):
+    s, go, ge, lengths = ref.random_batch(3, 11, 9, torch.float64, seed=12, full_gaps=True)
+    outs = []
+    for ck in (None, 1, 3, 4, "auto", 100):
+        x, o, e = (y.clone().requires_grad_() for y in (s, go, ge))
+        v = ta.soft_align(x, o, e, mode=mode, lengths=lengths, checkpoint=ck)
+        v.sum().backward()
+        outs.append((v.detach(), x.grad, o.grad, e.grad))
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_checkpoint_saves_every_kth_row():
+    s = torch.randn(2, 100, 30)
+    go, ge = torch.ones(2, 1, 1), torch.full((2, 1, 1), 0.5)
+    lens = (torch.full((2,), 100), torch.full((2,), 30))
+    full = torch.ops.torchalign.soft_align(s, go, ge, *lens, 0, False, 1)[1]
+    ck = torch.ops.torchalign.soft_align(s, go, ge, *lens, 0, False, 10)[1]
+    assert full.shape == (2, 101, 3, 31) and ck.shape == (2, 11, 3, 31)
+    torch.testing.assert_close(ck, full[:, ::10])
+
+
+@pytest.mark.parametrize("mode, linear, checkpoint", [("global", False, None), ("local", False, None),
+                                                       ("semiglobal", True, 2)])
+def test_compiled_graph_equals_eager(mode, linear, checkpoint):
+    s, go, ge, lengths = ref.random_batch(3, 6, 7, torch.float32, seed=6)
+
+    def step(x, o, e):
+        v, P = ta.soft_alignment(x, o, None if linear else e, mode=mode, lengths=lengths, temperature=0.5,
+                                 checkpoint=checkpoint)
+        return v.sum() + (P * P).sum() + (0 * e.sum() if linear else 0)
+
+    outs = []
+    for fn in (step, torch.compile(step, fullgraph=True, backend="aot_eager"), torch.compile(step, fullgraph=True)):
+        x, o, e = (y.clone().requires_grad_() for y in (s, go, ge))
+        loss = fn(x, o, e)
+        loss.backward()
+        outs.append((loss.detach(), x.grad, o.grad, e.grad))
+    for other in outs[1:]:
+        for a, b in zip(outs[0], other):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_opcheck():
+    s, go, ge, lengths = ref.random_batch(2, 4, 5, torch.float64, seed=8)
+    args = (s.requires_grad_(), go.reshape(2, 1, 1).requires_grad_(), ge.reshape(2, 1, 1).requires_grad_(), *lengths,
+            1, False, 2)
+    torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)
+
+
+def test_long_unequal_pair_cpu():
+    """No length limit: 1,200 x 700 in float32 equals float64 (values rel 1e-5, P abs 1e-3), with checkpoints."""
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(2, 1200, 700, generator=g)
+    x = s.clone().requires_grad_()
+    v = ta.soft_align(x, 2.0, 0.5, mode="local", checkpoint="auto")
+    v.sum().backward()
+    v64, P = ta.soft_alignment(s.double(), 2.0, 0.5, mode="local", checkpoint="auto")
+    torch.testing.assert_close(v.double(), v64, rtol=1e-5, atol=0)
+    torch.testing.assert_close(x.grad.double(), P, rtol=0, atol=1e-3)  # the issue's bound for float32
+
+
+def test_errors():
+    s = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="scores: expected \\[B, N, M\\]"):
+        ta.soft_align(s[0], 1.0)
+    with pytest.raises(TypeError, match="scores: expected a float tensor"):
+        ta.soft_align(s.long(), 1.0)
+    with pytest.raises(ValueError, match="mode: expected one of"):
+        ta.soft_align(s, 1.0, mode="glocal")
+    with pytest.raises(ValueError, match="gap_open: .* does not broadcast"):
+        ta.soft_align(s, torch.ones(3))
+    with pytest.raises(ValueError, match="gap_extend: .* does not broadcast"):
+        ta.soft_align(s, 1.0, torch.ones(2, 5, 4))
+    with pytest.raises(ValueError, match="temperature: must be > 0"):
+        ta.soft_align(s, 1.0, temperature=0.0)
+    with pytest.raises(ValueError, match="lengths: query lengths must lie in"):
+        ta.soft_align(s, 1.0, lengths=([4, 1], [1, 1]))
+    with pytest.raises(TypeError, match="lengths: expected"):
+        ta.soft_align(s, 1.0, lengths=[1, 2, 3])
+    with pytest.raises(ValueError, match="checkpoint: expected"):
+        ta.soft_align(s, 1.0, checkpoint=0)
+
+
+def test_docstring_example():
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module("torchalign.soft_align"))
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_mixed_gap_shapes():
+    """A position-specific open with one extend per pair (and the reverse) reads each as given."""
+    s, go, ge, lengths = ref.random_batch(3, 5, 4, torch.float64, seed=13, full_gaps=True)
+    for o, e in ((go, ge[:, 0, 0]), (go[:, 0, 0], ge)):
+        want = torch.tensor(ref.reference_values(s, o, e, lengths, "global"), dtype=torch.float64)
+        torch.testing.assert_close(ta.soft_align(s, o, e, lengths=lengths), want, rtol=1e-12, atol=1e-10)
+        args = (s.clone().requires_grad_(), o.clone().requires_grad_(), e.clone().requires_grad_())
+        assert gradcheck(lambda s, o, e: ta.soft_align(s, o, e, mode="local", lengths=lengths), args)
+
+
+def test_empty_batches_and_sides():
+    """No pairs, or empty sides in the tensor's shape: global charges the one gap, local and
+    semiglobal (free target ends) score 0."""
+    for shape, want in (((0, 3, 4), []), ((2, 0, 4), [-2.5] * 2), ((2, 3, 0), [-2.0] * 2), ((2, 0, 0), [0.0] * 2)):
+        x = torch.randn(*shape, requires_grad=True)
+        v = ta.soft_align(x, 1.0, 0.5, mode="global")
+        v.sum().backward()
+        assert v.tolist() == want and x.grad.shape == shape
+        assert ta.soft_align(x, 1.0, 0.5, mode="local").tolist() == [0.0] * shape[0]

@@ -1,0 +1,272 @@
+"""The soft alignment Triton kernels: under the interpreter (TRITON_INTERPRET=1, its own
+pytest process; small sizes, small BLOCK to cross chunk boundaries) against the CPU path,
+and on a GPU (pytest -m gpu) against the float64 CPU path, long pairs, torch.compile."""
+
+import pytest
+import torch
+from torch.autograd import gradgradcheck
+
+import torchalign as ta
+from torchalign_kernels import soft_align as kernels
+from torchalign_kernels import soft_align_hvp as hvp_kernels
+from torchalign_kernels import soft_align_linear as linear_kernels
+
+from . import reference_soft_align as ref
+from .conftest import set_defaults
+
+MODES = ("global", "local", "semiglobal")
+
+
+def _run(s, go, ge, mode, T, lengths, checkpoint=None, device="cpu"):
+    """Value and gradients (scores, gaps, temperature) of one soft_align call."""
+    x = s.to(device).requires_grad_()
+    o = go.to(device).requires_grad_()
+    e = None if ge is None else ge.to(device).requires_grad_()
+    t = T.to(device).requires_grad_()
+    lens = tuple(v.to(device) for v in lengths)
+    v = ta.soft_align(x, o, e, mode=mode, temperature=t, lengths=lens, checkpoint=checkpoint)
+    v.backward(torch.linspace(0.5, 1.5, v.numel(), device=device, dtype=v.dtype))
+    return [None if y is None else y.detach().cpu() for y in (v, x.grad, o.grad, None if e is None else e.grad,
+                                                              t.grad)]
+
+
+def _compare(got, want, atol=1e-4):
+    torch.testing.assert_close(got[0].double(), want[0].double(), rtol=1e-5, atol=1e-5)
+    for a, b in zip(got[1:], want[1:]):
+        if b is not None:
+            torch.testing.assert_close(a.double(), b.double(), rtol=0, atol=atol)
+
+
+def _small_chunks(monkeypatch, block):
+    """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)."""
+    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, linear_kernels.forward, linear_kernels.backward):
+        set_defaults(monkeypatch, fn, block=block)
+
+
+def _cpu_path(monkeypatch, *args, **kw):
+    with monkeypatch.context() as m:
+        m.delenv("TORCHALIGN_CPU_BACKEND", raising=False)
+        return _run(*args, **kw)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+@pytest.mark.parametrize("checkpoint", [None, 3])
+def test_kernels_match_cpu_path(monkeypatch, mode, gaps, checkpoint):
+    """Column chunks of 4 (rows of 0..10 columns cross 0..2 chunk boundaries), ragged lengths."""
+    _small_chunks(monkeypatch, 4)
+    s, go, ge, lengths = ref.random_batch(4, 7, 9, torch.float32, seed=len(mode) * 7 + len(gaps),
+                                          full_gaps=gaps == "position", linear=gaps == "linear")
+    T = torch.tensor([0.5, 1.0, 2.0, 0.7])
+    want = _cpu_path(monkeypatch, s, go, ge, mode, T, lengths, checkpoint)
+    _compare(_run(s, go, ge, mode, T, lengths, checkpoint), want)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+@pytest.mark.parametrize("mode", MODES)
+def test_kernels_edges_and_default_block(monkeypatch, mode):
+    """Empty sides, one-cell pairs, a row of exactly one chunk, the launcher's own BLOCK."""
+    g = torch.Generator().manual_seed(3)
+    s = torch.randn(6, 5, 8, generator=g)
+    lengths = (torch.tensor([0, 5, 1, 0, 5, 3]), torch.tensor([0, 0, 1, 8, 3, 7]))
+    go, ge, T = torch.full((6,), 1.5), torch.full((6,), 0.25), torch.ones(6)
+    want = _cpu_path(monkeypatch, s, go, ge, mode, T, lengths)
+    _compare(_run(s, go, ge, mode, T, lengths), want)
+    _small_chunks(monkeypatch, 8)
+    _compare(_run(s, go, ge, mode, T, lengths, 2), want)
+    want = _cpu_path(monkeypatch, s, go, None, mode, T, lengths)  # linear gaps: the one-state kernels
+    _compare(_run(s, go, None, mode, T, lengths, 2), want)
+    for shape in ((2, 0, 3), (2, 3, 0), (0, 2, 2)):  # empty sides in the tensor's shape
+        x = torch.randn(*shape)
+        lens = (torch.full((shape[0],), shape[1]), torch.full((shape[0],), shape[2]))
+        T2 = torch.ones(shape[0])
+        _compare(_run(x, T2 * 1.5, T2 * 0.25, mode, T2, lens), _cpu_path(monkeypatch, x, T2 * 1.5, T2 * 0.25, mode,
+                                                                           T2, lens))
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+def test_kernels_soft_alignment_and_extremes(monkeypatch):
+    s, go, ge, lengths = ref.random_batch(3, 6, 6, torch.float32, seed=21, scale=1e4)
+    for mode in MODES:
+        for extend in (ge, None):  # three states, one
+            v, P = ta.soft_alignment(s, go, extend, mode=mode, lengths=lengths, temperature=1e-3)
+            assert torch.isfinite(v).all() and torch.isfinite(P).all()
+            assert (P >= 0).all() and (P <= 1 + 1e-5).all()
+            with monkeypatch.context() as m:
+                m.delenv("TORCHALIGN_CPU_BACKEND")
+                v0, _ = ta.soft_alignment(s, go, extend, mode=mode, lengths=lengths, temperature=1e-3)
+            torch.testing.assert_close(v, v0, rtol=1e-5, atol=0)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+def test_kernels_second_order_match_cpu_path(monkeypatch, mode, gaps):
+    """A loss on the expected alignment P: its gradients (through the tangent and backward
+    kernels' Hessian-vector product) equal the CPU path's; chunks of 4 columns."""
+    _small_chunks(monkeypatch, 4)
+    s, go, ge, lengths = ref.random_batch(3, 5, 9, torch.float32, seed=len(mode) + 3 * len(gaps),
+                                          full_gaps=gaps == "position", linear=gaps == "linear")
+    T = torch.tensor([0.7, 1.0, 1.6])
+    target = torch.rand(3, 5, 9, generator=torch.Generator().manual_seed(0))
+
+    def run():
+        x, o = s.clone().requires_grad_(), go.clone().requires_grad_()
+        e = None if ge is None else ge.clone().requires_grad_()
+        t = T.clone().requires_grad_()
+        v, P = ta.soft_alignment(x, o, e, mode=mode, lengths=lengths, temperature=t)
+        (((P - target) ** 2).sum() + v.sum()).backward()
+        return [v.detach(), x.grad, o.grad, None if e is None else e.grad, t.grad]
+
+    got = run()
+    with monkeypatch.context() as m:
+        m.delenv("TORCHALIGN_CPU_BACKEND")
+        want = run()
+    _compare(got, want)
+
+
+# ---- GPU -------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("gaps", ["affine", "linear", "position"])
+def test_cuda_matches_float64_reference(mode, gaps):
+    """float32 on the GPU against the float64 CPU path: values rel 1e-5, gradients abs 1e-3
+    (the issue's bar); rows of one chunk (M < 128) and of two (M = 1,100), checkpoints."""
+    for B, N, M, ck in ((16, 40, 50, None), (3, 200, 1100, "auto")):
+        s, go, ge, lengths = ref.random_batch(B, N, M, torch.float32, seed=B + N, full_gaps=gaps == "position",
+                                              linear=gaps == "linear")
+        T = torch.rand(B, generator=torch.Generator().manual_seed(1)) + 0.5
+        want = _run(s.double(), go.double(), None if ge is None else ge.double(), mode, T.double(), lengths, ck)
+        _compare(_run(s, go, ge, mode, T, lengths, ck, device="cuda"), want, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_cuda_real_proteins(mode):
+    """One-hot BLOSUM62 scores of bundled proteins (gaps 11 / 1, T = 1): the GPU equals the
+    float64 CPU path, and at T = 0.01 the value is ta.align_score's within T log(#alignments)."""
+    from .conftest import read_fasta
+
+    prot = [p for _, p in read_fasta("proteome_HG003687.fa")][:8]
+    pairs = [(prot[i][:200], prot[i + 1][:170]) for i in range(0, 8, 2)]
+    N, M = max(len(q) for q, _ in pairs), max(len(t) for _, t in pairs)
+    s = torch.zeros(len(pairs), N, M, dtype=torch.float64)
+    for b, (q, t) in enumerate(pairs):
+        s[b, : len(q), : len(t)] = ref.one_hot_blosum(q, t)[0]
+    lengths = (torch.tensor([len(q) for q, _ in pairs]), torch.tensor([len(t) for _, t in pairs]))
+    T = torch.ones(len(pairs))
+    want = _run(s, torch.full((4,), 11.0, dtype=torch.float64), torch.ones(4, dtype=torch.float64), mode,
+                T.double(), lengths)
+    _compare(_run(s.float(), torch.full((4,), 11.0), torch.ones(4), mode, T, lengths, device="cuda"), want, 1e-3)
+    sc = ta.Scoring()
+    best = ta.align_score([q for q, _ in pairs], [t for _, t in pairs], sc, mode).score.double()
+    v = ta.soft_align(s.float().cuda(), 11.0, 1.0, mode=mode, temperature=0.01,
+                      lengths=tuple(x.cuda() for x in lengths)).double().cpu()
+    bound = 0.01 * (lengths[0] + lengths[1] + 1).double() * torch.log(torch.tensor(3.0, dtype=torch.float64))
+    assert ((v >= best - 1e-3 * best.abs()) & (v <= best + bound + 1e-3 * best.abs())).all(), (v, best)
+
+
+@pytest.mark.gpu
+def test_cuda_long_pairs():
+    """No length limit: 8 pairs of 10,000 x 10,000 (the saved table, 2.4 G floats, indexes
+    past 2^31; ~17 GB in all) and 10,000 x 7,000 with linear gaps; full and checkpointed
+    state give the same numbers, and the gradient is a distribution (each query residue
+    aligned at most once)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for B, N, M, extend in ((8, 10_000, 10_000, 0.25), (1, 10_000, 7_000, None)):
+        s = torch.randn(B, N, M, device="cuda", generator=g)
+        out = []
+        for ck in ("auto", None):
+            x = s.clone().requires_grad_()
+            v = ta.soft_align(x, 1.0, extend, mode="global", checkpoint=ck)
+            v.sum().backward()
+            out.append((v.detach(), x.grad))
+            del x, v
+        torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=0)
+        torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=1e-5)
+        P = out[0][1]
+        assert torch.isfinite(P).all() and (P >= 0).all() and (P.sum(2) <= 1 + 1e-3).all()
+        del out, P, s
+        torch.cuda.empty_cache()
+
+
+@pytest.mark.gpu
+def test_cuda_checkpoint_memory():
+    """The issue's bound: 64 affine pairs of 4,096 x 4,096, forward + backward with
+    checkpoint="auto", in under 2 GB besides the scores and their gradient, and at least
+    10x less than keeping every row; the same numbers either way."""
+    g = torch.Generator(device="cuda").manual_seed(1)
+    s = torch.randn(64, 4096, 4096, device="cuda", generator=g)
+    extra, out = {}, {}
+    for ck in ("auto", None):
+        x = s.clone().requires_grad_()
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        v = ta.soft_align(x, 2.0, 0.5, mode="local", checkpoint=ck)
+        v.sum().backward()
+        torch.cuda.synchronize()
+        extra[ck] = torch.cuda.max_memory_allocated() - base - x.grad.numel() * 4
+        out[ck] = (v.detach(), x.grad)
+        del x, v
+    print({k: f"{v / 1e9:.2f} GB" for k, v in extra.items()})
+    assert extra["auto"] < 2e9 and extra[None] >= 10 * extra["auto"], extra
+    torch.testing.assert_close(out["auto"][0], out[None][0], rtol=1e-6, atol=0)
+    torch.testing.assert_close(out["auto"][1], out[None][1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
+def test_cuda_compiled_graph_equals_eager(mode):
+    s, go, ge, lengths = ref.random_batch(5, 30, 40, torch.float32, seed=4)
+    lengths = tuple(x.cuda() for x in lengths)
+
+    def step(x, o, e):
+        v, P = ta.soft_alignment(x, o, e, mode=mode, lengths=lengths, temperature=0.5)
+        return v.sum() + (P * P).sum()
+
+    outs = []
+    for fn in (step, torch.compile(step, fullgraph=True)):
+        x, o, e = (y.cuda().requires_grad_() for y in (s, go, ge))
+        loss = fn(x, o, e)
+        loss.backward()
+        outs.append((loss.detach(), x.grad, o.grad, e.grad))
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_cuda_second_order():
+    """gradgradcheck on CUDA (float64: the torch path on the device), and the float32
+    Hessian-vector product after the kernels' forward equals the CPU's."""
+    s, go, ge, lengths = ref.random_batch(2, 3, 4, torch.float64, seed=7)
+    args = [x.cuda().requires_grad_() for x in (s, go, ge)]
+    lens = tuple(x.cuda() for x in lengths)
+    assert gradgradcheck(lambda s, o, e: ta.soft_align(s, o, e, mode="local", lengths=lens), args)
+    s, go, ge, lengths = ref.random_batch(4, 20, 30, torch.float32, seed=8)
+    target = torch.rand(4, 20, 30)
+    grads = []
+    for dev in ("cpu", "cuda"):
+        x = s.to(dev).requires_grad_()
+        P = ta.soft_alignment(x, go.to(dev), ge.to(dev), lengths=tuple(v.to(dev) for v in lengths))[1]
+        ((P - target.to(dev)) ** 2).sum().backward()
+        grads.append(x.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], rtol=0, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_cuda_opcheck():
+    # full lengths: the kernels leave the table's cells past a pair's lengths unwritten
+    s, go, ge, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=2, ragged=False)
+    args = (s.cuda().requires_grad_(), go.reshape(3, 1, 1).cuda().requires_grad_(),
+            ge.reshape(3, 1, 1).cuda().requires_grad_(), *(x.cuda() for x in lengths), 2, False, 2)
+    torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)
+    args = args[:-2] + (True, 2)  # linear gaps: the one-state kernels' table
+    torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)

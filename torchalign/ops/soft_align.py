@@ -1,0 +1,151 @@
+"""The soft alignment custom ops (smoothed NW / SW / semiglobal): schemas, fake impls,
+autograd, and the CPU / CUDA implementations.
+
+Three ops, each differentiable by the next:
+``soft_align`` (scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
+-> (value [B], table [B, R, S, M + 1]): the value at temperature 1 and the saved state,
+the M, X, Y values (S = 3; the kernels with linear gaps: S = 1, V = lse(M, X, Y)) of rows
+0, K, 2K, ... (K = checkpoint; R = N // K + 1). ``table`` is not differentiable.
+``soft_align_backward`` (..., table, value, grad) -> d value / d (scores, gap_open,
+gap_extend) times grad: one backward sweep, edge probabilities recomputed from the table.
+``soft_align_hvp`` (..., table, value, grad, the cotangents of those three) -> their
+vector-Jacobian product (the Hessian-vector product, and d / d grad): the backward op's
+own backward, so the first backward is differentiable (gradgradcheck).
+
+Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
+(gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
+2 semiglobal. Lengths are int64 [B]; cells past them take no part.
+float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
+interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states),
+soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
+recomputes and holds the full value table and its tangents, 24 B per cell) and soft_align_linear (one state for
+linear gaps). float64 runs the torch code of torchalign.cpu.soft_align on any device
+(the kernels compute in float32; float64 on CUDA is correct but slow, a Python loop of
+small launches per row). Working memory of the kernels besides the table: a two-row
+scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..cpu import soft_align as cpu
+from .backend import kernels, use_kernels
+
+DEVICES = ("cpu", "cuda")
+
+
+def rows_saved(N: int, K: int) -> int:
+    return N // K + 1
+
+
+def _shaped(grad: Tensor, like: Tensor) -> Tensor:
+    """A gap's gradient ([B] or [B, N, M]) in the shape of the gap tensor it belongs to."""
+    return grad.reshape(like.shape) if grad.numel() == like.numel() else grad.sum_to_size(like.shape)
+
+
+def _kernel_path(scores: Tensor) -> bool:
+    return use_kernels(scores) and scores.dtype == torch.float32
+
+
+def _states(scores: Tensor, linear: bool) -> int:
+    """Values saved per cell: the kernels keep one (V = lse(M, X, Y)) for linear gaps."""
+    return 1 if linear and _kernel_path(scores) else 3
+
+
+def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
+    return cpu.Problem(scores, gap_open, gap_extend, mode, linear, q_lens, t_lens)
+
+
+@torch.library.custom_op("torchalign::soft_align", mutates_args=(), device_types=DEVICES)
+def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, mode: int,
+               linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
+    if _kernel_path(scores) and linear:
+        return kernels("soft_align_linear").forward(scores, gap_open, q_lens, t_lens, mode, checkpoint)
+    if _kernel_path(scores):
+        return kernels("soft_align").forward(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
+    return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear), checkpoint)
+
+
+@soft_align.register_fake
+def _(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint):
+    B, N, M = scores.shape
+    return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), _states(scores, linear), M + 1)
+
+
+@torch.library.custom_op("torchalign::soft_align_backward", mutates_args=(), device_types=DEVICES)
+def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
+                        table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
+                        checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
+    if _kernel_path(scores) and linear:
+        gs, go = kernels("soft_align_linear").backward(scores, gap_open, q_lens, t_lens, table, value,
+                                                       grad.contiguous(), mode, checkpoint)
+        ge = torch.zeros_like(go)
+    elif _kernel_path(scores):
+        gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
+                                                    grad.contiguous(), mode, linear, checkpoint)
+    else:
+        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+        gs, go, ge = cpu.backward(P, table, value, grad, checkpoint)
+    return gs, _shaped(go, gap_open), _shaped(ge, gap_extend)
+
+
+@soft_align_backward.register_fake
+def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode, linear, checkpoint):
+    return torch.empty_like(scores), torch.empty_like(gap_open), torch.empty_like(gap_extend)
+
+
+@torch.library.custom_op("torchalign::soft_align_hvp", mutates_args=(), device_types=DEVICES)
+def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
+                   table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
+                   mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    if _kernel_path(scores):  # (recomputes the full value table: the tangent sweep reads every row)
+        gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
+                                                      z_scores, z_open, z_extend, mode, linear)
+    else:
+        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+        gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
+    return gs, _shaped(go, gap_open), _shaped(ge, gap_extend), dgrad
+
+
+@soft_align_hvp.register_fake
+def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, z_scores, z_open, z_extend, mode, linear,
+      checkpoint):
+    return (torch.empty_like(scores), torch.empty_like(gap_open), torch.empty_like(gap_extend),
+            torch.empty_like(value))
+
+
+def _setup(ctx, inputs, output):
+    scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint = inputs
+    value, table = output
+    ctx.mark_non_differentiable(table)
+    ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value)
+    ctx.args = (mode, linear, checkpoint)
+
+
+def _backward(ctx, grad_value, grad_table):
+    saved = ctx.saved_tensors
+    gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, grad_value, *ctx.args)
+    return gs, go, ge, None, None, None, None, None
+
+
+soft_align.register_autograd(_backward, setup_context=_setup)
+
+
+def _setup_bwd(ctx, inputs, output):
+    *tensors, mode, linear, checkpoint = inputs
+    ctx.save_for_backward(*tensors)
+    ctx.args = (mode, linear, checkpoint)
+
+
+def _backward_bwd(ctx, z_scores, z_open, z_extend):
+    scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad = ctx.saved_tensors
+    z = [torch.zeros_like(x) if g is None else g for g, x in ((z_scores, scores), (z_open, gap_open),
+                                                              (z_extend, gap_extend))]
+    gs, go, ge, dgrad = torch.ops.torchalign.soft_align_hvp(scores, gap_open, gap_extend, q_lens, t_lens, table,
+                                                            value, grad, *z, *ctx.args)
+    return gs, go, ge, None, None, None, None, dgrad, None, None, None
+
+
+soft_align_backward.register_autograd(_backward_bwd, setup_context=_setup_bwd)
