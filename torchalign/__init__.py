@@ -9,6 +9,7 @@ from .hits import EditHits, Hits
 from .levenshtein import levenshtein, levenshtein_cdist
 from .primers import kdiff_primers
 from .scoring import Scoring
+from .soft_dtw import soft_dtw, soft_dtw_divergence
 from .topk import NearDuplicates, Neighbours, levenshtein_topk, near_duplicates
 from .traceback import Alignment, traceback
 
@@ -23,4 +24,5 @@ __all__ = [
     "kdiff_primers",
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
     "Alignment", "traceback",
+    "soft_dtw", "soft_dtw_divergence",
 ]
