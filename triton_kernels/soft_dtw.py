@@ -1,0 +1,243 @@
+"""Soft-DTW forward and backward sweeps: one program per pair, a whole row per step.
+
+Values are held in units of gamma / ln 2 (x * log2(e) / gamma), so every softmin is
+``min - log2(1 + exp2(-|a - b|))`` (one exp2 and one log2) and the combine function of a
+scan needs no gamma. R is stored unscaled (float32).
+
+Forward, row i (1-based), columns j: with A_j = softmin(R[i-1, j], R[i-1, j-1]),
+R[i, j] = c_j + softmin(A_j, R[i, j-1]) is a linear recurrence in the log semiring: cell j
+is the map x -> softmin(p_j, x + q_j) of the cell to its left, (p_j, q_j) = (A_j + c_j, c_j),
+and maps compose in that form: f2(f1(x)) = softmin(softmin(p2, q2 + p1), x + q1 + q2). A
+prefix scan (tl.associative_scan) of the pairs gives the row; rows wider than BLOCK go in
+column blocks, the last R of a block carried into the next.
+
+Backward (Cuturi & Blondel's E sweep), rows n .. 1, column blocks right to left, lanes in
+reversed column order (a forward scan runs right to left): each cell's softmin weights
+(w_up, w_diag, w_left) of its predecessors are recomputed from R (a softmax: three exp2, one
+reciprocal), and E[i, j] = a_j + w_left(i, j + 1) E[i, j + 1] with a_j = E[i+1, j] w_up(i+1, j)
++ E[i+1, j+1] w_diag(i+1, j+1): an affine map of E[i, j + 1], composed by a scan of
+(a, b) pairs. Row i + 1's products E w_up and E w_diag wait in a two-row scratch; w_left of
+the cell to the right comes through a one-row scratch.
+
+Checkpoints (K > 0): the forward keeps two rows in a ring and saves rows K, 2K, ...; the
+backward recomputes each segment of K rows from its saved top row into a [K, M] buffer,
+then sweeps it. Padding (columns >= m, rows > n) is never visited. The value of a pair is
+R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+INF = float("inf")
+MAX_BLOCK = 1024
+
+
+@triton.jit
+def _softmin2(a, b):
+    """softmin of two values in gamma / ln 2 units; +inf when both are."""
+    lo = tl.minimum(a, b)
+    hi = tl.maximum(a, b)
+    d = tl.where(hi == float("inf"), float("inf"), hi - lo)
+    return lo - tl.log2(1.0 + tl.exp2(-d))
+
+
+@triton.jit
+def _then(p1, q1, p2, q2):
+    """The map of cells 1 then 2: x -> softmin(softmin(p2, q2 + p1), x + q1 + q2)."""
+    return _softmin2(p2, q2 + p1), q1 + q2
+
+
+@triton.jit
+def _affine(a1, b1, a2, b2):
+    """x -> a1 + b1 x, then y -> a2 + b2 y."""
+    return a2 + b2 * a1, b1 * b2
+
+
+@triton.jit
+def _forward_row(cost_row, prev, out, extra, save_extra, i, m, scale, band, BLOCK: tl.constexpr):
+    """R's row i ([m] values at ``out``, and at ``extra`` when save_extra) from row i - 1 at
+    ``prev`` (row 1: the border row 0, inf, inf, ... instead)."""
+    lane = tl.arange(0, BLOCK)
+    carry = tl.full((), float("inf"), tl.float32)  # R[i, 0]
+    j0 = 0
+    while j0 < m:
+        col = j0 + lane
+        row = col * 0 + i  # (scalar conditions as tensors: the interpreter's masks take bool tensors only)
+        inside = col < m
+        up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+        dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+        dg = tl.where((col == 0) & (row == 1), 0.0, dg)  # R[0, 0] = 0
+        c = tl.load(cost_row + col, mask=inside, other=0.0) * scale
+        p = _softmin2(up, dg) + c
+        q = c
+        if band >= 0:
+            off = tl.abs(i - 1 - col) > band
+            p = tl.where(off, float("inf"), p)
+            q = tl.where(off, float("inf"), q)
+        P, Q = tl.associative_scan((p, q), 0, _then)
+        r = _softmin2(P, Q + carry)
+        carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
+        tl.store(out + col, r / scale, mask=inside)
+        tl.store(extra + col, r / scale, mask=inside & ((col * 0 + save_extra) != 0))
+        j0 += BLOCK
+    tl.debug_barrier()  # the next row reads this one across lanes
+
+
+@triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K"])
+def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, N, M, buf_rows,
+                            n_saved, band, K, BLOCK: tl.constexpr):
+    """Program b: R of pair b row by row into buf (row i in slot (i - 1) % buf_rows: buf is
+    saved itself with K = 0, a two-row ring otherwise, rows K, 2K, ... then also going to
+    saved), and value[b] = R[n, m]."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    i = n * 0 + 1  # (a tensor: the interpreter's masks take no Python bools)
+    while i <= n:
+        out = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
+        prev = buf_ptr + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
+        save = (K > 0) & (i % tl.maximum(K, 1) == 0)
+        extra = saved_ptr + (b * n_saved + tl.where(save, i // tl.maximum(K, 1) - 1, 0)) * M
+        _forward_row(cost_ptr + (b * N + i - 1) * M, prev, out, extra, save, i, m, scale, band, BLOCK)
+        i += 1
+    last = buf_ptr + (b * buf_rows + (n - 1) % buf_rows) * M + m - 1
+    tl.store(value_ptr + b, tl.load(last))
+
+
+@triton.jit
+def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
+    """Where R's row i - 1 lies in the backward: a saved checkpoint (segment tops), else the buffer."""
+    if (K > 0) & ((i - 1) % tl.maximum(K, 1) == 0) & (i > 1):
+        p = saved + (b * n_saved + (i - 1) // tl.maximum(K, 1) - 1) * M
+    else:
+        p = buf + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
+    return p
+
+
+@triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K"])
+def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, buf_ptr, ud_ptr, wl_ptr,
+                             out_ptr, gg_ptr, N, M, buf_rows, n_saved, band, K, NEED_GAMMA: tl.constexpr,
+                             BLOCK: tl.constexpr):
+    """Program b: out[b] = grad[b] * E and gg[b] = grad[b] * dV/dgamma. R's rows come from
+    saved (K = 0, buf is saved) or are recomputed per segment into buf ([K, M] per pair).
+    ud: [2 row parities, 2, M] per pair (E w_up, E w_diag of the row below); wl: [M] per pair."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    g = tl.load(gamma_ptr + b)
+    scale = 1.4426950408889634 / g
+    seed = tl.load(grad_ptr + b)
+    lane = tl.arange(0, BLOCK)
+    ud = ud_ptr + b * 4 * M
+    wl_row = wl_ptr + b * M
+    gsum = tl.zeros((BLOCK,), tl.float32)
+    seg_len = tl.where(K > 0, K, n)
+    seg = (n - 1) // seg_len
+    i = n
+    while seg >= 0:
+        if K > 0:  # recompute rows seg * K + 1 .. min(seg * K + K, n)
+            r = seg * K + 1
+            while r <= tl.minimum(seg * K + K, n):
+                prev = _row_above(buf_ptr, saved_ptr, b, r, buf_rows, n_saved, M, K)
+                out = buf_ptr + (b * buf_rows + (r - 1) % buf_rows) * M
+                _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, out, False, r, m, scale, band, BLOCK)
+                r += 1
+        while i > seg * seg_len:
+            cur = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
+            prev = _row_above(buf_ptr, saved_ptr, b, i, buf_rows, n_saved, M, K)
+            below = ud + (i % 2) * 2 * M  # E w_up, E w_diag of row i + 1
+            here = ud + ((i + 1) % 2) * 2 * M
+            carry = tl.full((), 0.0, tl.float32)  # E[i, j0 + BLOCK]
+            j0 = ((m - 1) // BLOCK) * BLOCK
+            while j0 >= 0:
+                col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
+                row = col * 0 + i
+                inside = col < m
+                rc = tl.load(cur + col, mask=inside, other=float("inf")) * scale
+                up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+                dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+                dg = tl.where((col == 0) & (row == 1), 0.0, dg)
+                lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
+                lo = tl.minimum(tl.minimum(up, dg), lf)
+                ok = inside & (rc < float("inf")) & (lo < float("inf"))
+                lo = tl.where(ok, lo, 0.0)
+                zu = lo - up
+                zd = lo - dg
+                zl = lo - lf
+                eu = tl.exp2(zu)
+                ed = tl.exp2(zd)
+                el = tl.exp2(zl)
+                inv = tl.where(ok, 1.0 / (eu + ed + el), 0.0)
+                wu = eu * inv
+                wd = ed * inv
+                wlf = el * inv
+                tl.store(wl_row + col, wlf, mask=inside)
+                tl.debug_barrier()
+                w_next = tl.load(wl_row + col + 1, mask=col + 1 < m, other=0.0)  # w_left of cell j + 1
+                a = tl.load(below + col, mask=inside & (row < n), other=0.0)
+                a += tl.load(below + M + col + 1, mask=(col + 1 < m) & (row < n), other=0.0)
+                a = tl.where((row == n) & (col == m - 1), seed, a)
+                A, Bm = tl.associative_scan((a, w_next), 0, _affine)
+                e = A + Bm * carry
+                carry = tl.sum(tl.where(lane == BLOCK - 1, e, 0.0), 0)
+                tl.store(out_ptr + (b * N + i - 1) * M + col, e, mask=inside)
+                tl.store(here + col, e * wu, mask=inside)
+                tl.store(here + M + col, e * wd, mask=inside)
+                if NEED_GAMMA:  # sum_k w_k log w_k, log w_k = ln 2 (z_k - log2 Z)
+                    l2 = tl.log2(tl.where(ok, eu + ed + el, 1.0))
+                    h = tl.where(wu > 0, wu * (zu - l2), 0.0) + tl.where(wd > 0, wd * (zd - l2), 0.0) \
+                        + tl.where(wlf > 0, wlf * (zl - l2), 0.0)
+                    gsum += tl.where(ok, e * h, 0.0)
+                j0 -= BLOCK
+            tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
+            i -= 1
+        seg -= 1
+    tl.store(gg_ptr + b, tl.sum(gsum, 0) * 0.6931471805599453)
+
+
+def _block(M: int, block: int | None) -> int:
+    return block or min(MAX_BLOCK, max(16, triton.next_power_of_2(M)))
+
+
+def _warps(block: int) -> int:
+    return max(1, min(8, block // 128))
+
+
+def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None):
+    """(value [B], saved): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ... [B, N // K, M].
+    costs float32 [B, N, M] contiguous; gamma float32 [B]; n, m int64 [B]."""
+    B, N, M = costs.shape
+    full = bool(checkpoint == 0)
+    saved = costs.new_empty(B, N if full else N // checkpoint, M)
+    buf = saved if full else costs.new_empty(B, 2, M)
+    value = costs.new_empty(B)
+    if B:
+        blk = _block(M, block)
+        soft_dtw_forward_kernel[(B,)](costs, gamma.contiguous(), n, m, value, saved, buf, N, M,
+                                      N if full else 2, saved.shape[1], band, checkpoint, BLOCK=blk,
+                                      num_warps=_warps(blk))
+    return value, saved
+
+
+def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool,
+             block: int | None = None):
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0."""
+    B, N, M = costs.shape
+    out = torch.zeros_like(costs)
+    gg = costs.new_zeros(B)
+    if B:
+        full = checkpoint == 0
+        buf = saved if full else costs.new_empty(B, checkpoint, M)
+        ud = costs.new_empty(B, 4, M)
+        wl = costs.new_empty(B, M)
+        blk = _block(M, block)
+        soft_dtw_backward_kernel[(B,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, wl, out, gg, N, M,
+                                       N if full else checkpoint, saved.shape[1], band, checkpoint,
+                                       NEED_GAMMA=bool(need_gamma), BLOCK=blk, num_warps=_warps(blk))
+    return out, gg
