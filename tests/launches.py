@@ -179,7 +179,15 @@ def drive_primers():
                          2, alphabet=alphabet)
 
 
-DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers]
+def drive_soft_dtw():
+    for m in (10, 100, 300):  # each column block width
+        costs = torch.randn(2, 5, m, requires_grad=True)
+        for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):  # dV/dgamma off, on
+            for checkpoint in (None, 2):
+                ta.soft_dtw(costs, gamma, checkpoint=checkpoint, bandwidth=m).sum().backward()
+
+
+DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers, drive_soft_dtw]
 
 
 def record(monkeypatch) -> list:

@@ -59,9 +59,11 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     torch over anti-diagonals; the second-order product runs that torch code on any device.
 
     >>> import torch, torchalign as ta
-    >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])
-    >>> round(ta.soft_dtw(c, gamma=0.01).item(), 4)   # DTW: the diagonal, cost 0
-    -0.0
+    >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])   # paths: the diagonal (cost 0), two of cost 1
+    >>> round(ta.soft_dtw(c, gamma=1.0).item(), 4)     # -log(e^0 + 2 e^-1)
+    -0.5514
+    >>> round(ta.soft_dtw(c, gamma=0.01).item(), 4)    # gamma -> 0: DTW, the diagonal
+    0.0
     """
     costs = _costs(costs)
     B, N, M = costs.shape

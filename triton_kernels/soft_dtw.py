@@ -34,7 +34,7 @@ import triton.language as tl
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 INF = float("inf")
-MAX_BLOCK = 1024
+BLOCKS = (64, 256, 1024)  # column block widths (each one a compiled variant): rows <= 64, <= 256, longer
 
 
 @triton.jit
@@ -166,10 +166,9 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                 lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
                 lo = tl.minimum(tl.minimum(up, dg), lf)
                 ok = inside & (rc < float("inf")) & (lo < float("inf"))
-                lo = tl.where(ok, lo, 0.0)
-                zu = lo - up
-                zd = lo - dg
-                zl = lo - lf
+                zu = tl.where(ok, lo - up, -float("inf"))  # <= 0: no overflow, 0 weight off the table
+                zd = tl.where(ok, lo - dg, -float("inf"))
+                zl = tl.where(ok, lo - lf, -float("inf"))
                 eu = tl.exp2(zu)
                 ed = tl.exp2(zd)
                 el = tl.exp2(zl)
@@ -202,7 +201,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
 
 
 def _block(M: int, block: int | None) -> int:
-    return block or min(MAX_BLOCK, max(16, triton.next_power_of_2(M)))
+    return block or next((b for b in BLOCKS if M <= b), BLOCKS[-1])
 
 
 def _warps(block: int) -> int:

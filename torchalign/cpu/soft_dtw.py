@@ -266,4 +266,4 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma):
         logw = torch.where(w0 > 0, z0 - lz0, torch.zeros_like(z0))
         hg = hg + (de * (w0 * logw).sum(0) + e * (dw0 * logw).sum(0)).sum(1)
         w2, dw2, w1, dw1 = w1, dw1, w0, dw0
-    return unskew(desk[:, :D], M + 1)[:, 1:, 1:], hg, dot_value
+    return unskew(desk[:, :D], M + 1)[:, 1:, 1:].contiguous(), hg, dot_value
