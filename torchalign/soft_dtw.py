@@ -51,6 +51,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
       ``|n - m|`` leaves its last cell outside: ValueError (not an infinite value).
     - ``checkpoint``: K saves every K-th row of R only (memory N / K rows per pair instead
       of N) and recomputes the rows of each segment in the backward (one forward more).
+      Without autograd (no_grad, or nothing requires a gradient) no row is saved.
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
@@ -73,6 +74,8 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     k = 0 if checkpoint is None else check_int("checkpoint", checkpoint, 1)
     if k >= N:
         k = 0  # one segment: every row is saved anyway
+    if not (torch.is_grad_enabled() and (costs.requires_grad or (isinstance(gamma, torch.Tensor) and gamma.requires_grad))):
+        k = N + 1  # no backward to come: save no rows (two in flight)
     n, m = _lengths(lengths, B, N, M, costs.device)
     if lengths is None and 0 <= band < abs(N - M):
         raise ValueError(f"bandwidth={band} is narrower than |N - M| = {abs(N - M)}: the last cell lies outside "

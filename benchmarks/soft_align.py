@@ -1,0 +1,396 @@
+"""Differentiable alignment benchmark (issue 18): soft Needleman-Wunsch and soft-DTW beside peers.
+
+    python benchmarks/soft_align.py [--commit HASH] [--out DIR] [--small] [--runs 5] [--only nw|dtw]
+
+Inputs: float32 random scores [B, N, M] (standard normal, seed 18); soft NW, global, linear
+gap 1.0 per position, temperature 1. Sizes: 64 x 512 x 512, 256 x 128 x 128, 8 x 2,000 x
+2,000 (every peer), 4 x 10,000 x 10,000 (ours alone); ``--small`` runs tiny sizes (a CPU
+smoke test). Each implementation is timed forward alone (no autograd) and forward +
+backward (the value's gradient with respect to the scores): the median of ``--runs`` runs
+(>= 3; CUDA events), the spread (min..max) and the peak GPU memory of the call above what
+was allocated before it (torch.cuda.max_memory_allocated; JAX's is not seen).
+
+Peers, in the same run, on the same scores; each one's value and gradient are checked
+against a float64 reference *with that peer's convention* (the plain torch DP below, run in
+float64 with autograd; values rel 1e-5 / abs 1e-3 at most on gradients, float32):
+- ours: ``ta.soft_align(scores, 1.0, mode="global", temperature=1.0)`` (its own branch;
+  "soft_align not available" until it lands) and ``ta.soft_dtw``;
+- deepblast 1.0.2 ``NeedlemanWunschDecoder('softmax')`` (numba CUDA): V = theta + LSE(V_up +
+  A, V_diag, V_left + A), V = 0 on row and column 0, A = -gap (a score on every move);
+- pysdtw 0.0.5 ``SoftDTW`` (numba CUDA) on costs = -scores, no gap: soft-DTW, R = +inf borders
+  (ours' soft_dtw rows are its peer of record);
+- JAX: ``lax.scan`` over anti-diagonals, ``vmap`` over pairs, ``jit`` (written here; ours'
+  convention);
+- plain torch over anti-diagonals (written here; ours' convention; autograd for backward).
+Peers that cannot be imported or fail at a size are skipped with the reason printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import Row, fill_ratios, git_commit, markdown_table, pick_device, report_end, write_json  # noqa: E402
+
+import torchalign as ta  # noqa: E402
+
+SEED = 18
+GAP = 1.0
+SIZES = [(64, 512, 512), (256, 128, 128), (8, 2000, 2000)]
+OURS_ONLY = [(4, 10_000, 10_000)]
+SMALL = [(4, 24, 20), (16, 12, 12), (2, 40, 33)]
+SMALL_OURS_ONLY = [(1, 64, 64)]
+FAILURES: list[str] = []
+ERRORS: list[str] = []
+
+
+# ------------------------------------------------------------------ the plain torch DP ---
+def torch_dp(scores: torch.Tensor, gap: float, temperature: float, border: str, score_on_gaps: bool) -> torch.Tensor:
+    """Soft DP over anti-diagonals, vectorised over pairs and the cells of a diagonal;
+    differentiable by autograd. V[i, j] = T LSE((V[i-1, j-1] + s) / T, (V[i-1, j] + a s - gap) / T,
+    (V[i, j-1] + a s - gap) / T), a = score_on_gaps; V[0, 0] = 0 and the other border
+    cells: ``charged`` -k gap (NW), ``zero`` 0 (deepblast), ``inf`` -inf (soft-DTW). Value V[N, M]."""
+    B, N, M = scores.shape
+    T = temperature
+    dev, dt = scores.device, scores.dtype
+    neg = torch.tensor(-math.inf, dtype=dt, device=dev)
+    i = torch.arange(N + 1, device=dev)
+
+    def border_at(k):  # V[0, k] at index 0 and V[k, 0] at index k of diagonal k
+        v = torch.full((N + 1,), -math.inf, dtype=dt, device=dev)
+        val = {"charged": -k * gap, "zero": 0.0, "inf": -math.inf}[border] if k else 0.0
+        v[0] = val if k <= M else -math.inf
+        if 0 < k <= N:
+            v[k] = val
+        return v.expand(B, N + 1)
+
+    prev2, prev1 = border_at(0), border_at(1)
+    flat = scores.reshape(B, N * M)
+    for k in range(2, N + M + 1):
+        j = k - i
+        ok = (i >= 1) & (j >= 1) & (j <= M)
+        s = flat[:, ((i - 1).clamp(0, N - 1) * M + (j - 1).clamp(0, M - 1))]
+        s = torch.where(ok, s, torch.zeros_like(s))
+        up = torch.cat([neg.expand(B, 1), prev1[:, :-1]], 1)  # V[i-1, j]
+        dg = torch.cat([neg.expand(B, 1), prev2[:, :-1]], 1)  # V[i-1, j-1]
+        lf = prev1  # V[i, j-1]
+        extra = s if score_on_gaps else torch.zeros_like(s)
+        terms = torch.stack([dg + s, up + extra - gap, lf + extra - gap]) / T
+        mx = terms.max(0).values
+        mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx)).detach()
+        new = T * (mx + torch.log(torch.exp(terms - mx).sum(0)))
+        new = torch.where(ok, new, border_at(k))
+        prev2, prev1 = prev1, new
+    return prev1[:, N]
+
+
+CONVENTIONS = {  # name: (border, score_on_gaps, gap)
+    "nw": ("charged", False, GAP),
+    "deepblast": ("zero", True, GAP),
+    "sdtw": ("inf", True, 0.0),
+}
+
+
+def reference(scores, convention: str, with_grad: bool):
+    """(values, gradient or None) in float64, by the torch DP with autograd."""
+    border, on_gaps, gap = CONVENTIONS[convention]
+    s = scores.double().detach().requires_grad_(with_grad)
+    with torch.set_grad_enabled(with_grad):
+        v = torch_dp(s, gap, 1.0, border, on_gaps)
+        g = torch.autograd.grad(v.sum(), s)[0] if with_grad else None
+    return v.detach(), g
+
+
+# ------------------------------------------------------------------ JAX ------------------
+def jax_nw(gap: float, temperature: float):
+    """(forward, forward + backward) jitted functions of float32 scores [B, N, M]: soft NW by
+    lax.scan over anti-diagonals of one pair, vmap over the batch; ours' convention."""
+    import jax
+    import jax.numpy as jnp
+
+    def one(s):
+        N, M = s.shape
+        i = jnp.arange(N + 1)
+        NEG = -1e30  # finite: no NaN in the gradient of unreachable entries
+
+        def border_at(k):
+            v = jnp.full((N + 1,), NEG, s.dtype)
+            v = v.at[0].set(jnp.where(k <= M, -k * gap, NEG))
+            return jnp.where((i == k) & (k <= N), -k * gap, v)
+
+        def step(carry, k):
+            prev1, prev2 = carry
+            j = k - i
+            ok = (i >= 1) & (j >= 1) & (j <= M)
+            sk = jnp.where(ok, s[jnp.clip(i - 1, 0, N - 1), jnp.clip(j - 1, 0, M - 1)], 0.0)
+            up = jnp.concatenate([jnp.full((1,), NEG, s.dtype), prev1[:-1]])
+            dg = jnp.concatenate([jnp.full((1,), NEG, s.dtype), prev2[:-1]])
+            terms = jnp.stack([dg + sk, up - gap, prev1 - gap]) / temperature
+            new = temperature * jax.nn.logsumexp(terms, axis=0)
+            new = jnp.where(ok, new, border_at(k))
+            return (new, prev1), None
+
+        init = (border_at(1), border_at(0))
+        (last, _), _ = jax.lax.scan(step, init, jnp.arange(2, N + M + 1))
+        return last[N]
+
+    batched = jax.vmap(one)
+    fwd = jax.jit(batched)
+    grad = jax.jit(jax.value_and_grad(lambda s: batched(s).sum()))
+    return fwd, grad
+
+
+# ------------------------------------------------------------------ timing ---------------
+def timed(fn, device, runs: int):
+    """(median ms, min ms, max ms, peak bytes above the start) of ``runs`` calls after one warm-up."""
+    fn()
+    sync(device)
+    times = []
+    base = peak = 0
+    for _ in range(runs):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            base = torch.cuda.memory_allocated(device)
+            torch.cuda.reset_peak_memory_stats(device)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+            peak = max(peak, torch.cuda.max_memory_allocated(device) - base)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times), min(times), max(times), peak
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _torch(x) -> torch.Tensor:
+    """A result (torch or JAX) as a float64 CPU tensor."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().double().cpu()
+    import numpy as np
+    return torch.from_numpy(np.asarray(x)).double()
+
+
+def _check(name, v, g, ref_v, ref_g, ours: bool) -> str:
+    """'yes' or 'no (...)' for a value (rel 1e-5) and gradient (abs 1e-3) against the reference."""
+    v = _torch(v).reshape(-1)
+    dv = ((v - ref_v.cpu()).abs() / ref_v.cpu().abs().clamp_min(1.0)).max().item()
+    dg = 0.0 if g is None or ref_g is None else (_torch(g) - ref_g.cpu()).abs().max().item()
+    ok = dv <= 1e-5 and dg <= 1e-3 and math.isfinite(dv) and math.isfinite(dg)
+    if not ok and ours:
+        FAILURES.append(f"{name}: value rel err {dv:.2e}, gradient abs err {dg:.2e}")
+    return "yes" if ok else f"no (value {dv:.1e}, grad {dg:.1e})"
+
+
+# ------------------------------------------------------------------ implementations ------
+def impls_nw(device, B, N, M, ours_only: bool):
+    """[(name, convention, forward(s) -> values, forward+backward(s) -> (values, grad)) or (name, reason)]."""
+    out = []
+
+    def fb(f):
+        def run(s):
+            s = s.detach().requires_grad_(True)
+            v = f(s)
+            (g,) = torch.autograd.grad(v.sum(), s)
+            return v, g
+        return run
+
+    if hasattr(ta, "soft_align"):
+        f = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0)  # noqa: E731
+        out.append(("ours soft_align", "nw", f, fb(f)))
+        ck = max(1, int(math.sqrt(N)))
+        try:
+            fck = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0, checkpoint=ck)  # noqa: E731
+            out.append((f"ours soft_align checkpoint={ck}", "nw", fck, fb(fck)))
+        except TypeError:
+            pass
+        if hasattr(ta, "soft_alignment"):
+            out.append(("ours soft_alignment (value, P)", "nw", None,
+                        lambda s: ta.soft_alignment(s, GAP, mode="global", temperature=1.0)))
+    else:
+        out.append(("ours soft_align", "soft_align not available (ta.soft_align is not in this build)"))
+    if ours_only:
+        return out
+    out.append(_deepblast(device, fb, M))
+    out.append(_jax(device))
+    tf = lambda s: torch_dp(s, GAP, 1.0, "charged", False)  # noqa: E731
+    out.append(("plain torch anti-diagonals", "nw", tf, fb(tf)))
+    return out
+
+
+def _deepblast(device, fb, M):
+    if device.type != "cuda":
+        return ("deepblast 1.0.2 NeedlemanWunschDecoder", "needs CUDA (numba)")
+    try:
+        anomaly = torch.is_anomaly_enabled()
+        from deepblast.nw_cuda import NeedlemanWunschDecoder
+        torch.autograd.set_detect_anomaly(anomaly)  # deepblast turns anomaly detection on when imported
+    except Exception as e:  # noqa: BLE001
+        return ("deepblast 1.0.2 NeedlemanWunschDecoder", f"not importable: {type(e).__name__}: {e}")
+    if M > 2046:
+        return ("deepblast 1.0.2 NeedlemanWunschDecoder", f"M = {M} > 2,046 columns (its cap)")
+    dec = NeedlemanWunschDecoder("softmax")
+
+    def f(s):
+        return dec(s, torch.full_like(s, -GAP))
+    return ("deepblast 1.0.2 NeedlemanWunschDecoder", "deepblast", f, fb(f))
+
+
+def _jax(device):
+    name = "JAX lax.scan anti-diagonals + vmap, jit"
+    try:
+        import jax
+        import numpy as np
+    except Exception as e:  # noqa: BLE001
+        return (name, f"not importable: {type(e).__name__}: {e}")
+    if device.type == "cuda" and not any(d.platform == "gpu" for d in jax.devices()):
+        return (name, "JAX has no GPU here (install jax[cuda12])")
+    fwd, grad = jax_nw(GAP, 1.0)
+    cache = {}  # the copy of the scores into JAX happens in the warm-up call, not in the timed ones
+
+    def as_jax(s):
+        return cache.setdefault(id(s), jax.numpy.asarray(np.asarray(s.detach().cpu())))
+
+    def f(s):
+        return fwd(as_jax(s)).block_until_ready()
+
+    def g(s):
+        v, gr = grad(as_jax(s))
+        return v, gr.block_until_ready()
+    return (name, "nw", f, g)
+
+
+def impls_dtw(device, B, N, M, ours_only: bool):
+    out = []
+
+    def fb(f):
+        def run(s):
+            s = s.detach().requires_grad_(True)
+            v = f(s)
+            (g,) = torch.autograd.grad(v.sum(), s)
+            return v, g
+        return run
+
+    # V = -soft-DTW(-scores): the gradient with respect to the scores is the expected alignment
+    f = lambda s: -ta.soft_dtw(-s, 1.0)  # noqa: E731
+    out.append(("ours soft_dtw", "sdtw", f, fb(f)))
+    ck = max(2, int(math.sqrt(N)))
+    fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
+    out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
+    if ours_only:
+        return out
+    name = "pysdtw 0.0.5 SoftDTW"
+    if device.type != "cuda":
+        out.append((name, "needs CUDA (numba)"))
+        return out
+    try:
+        import pysdtw
+    except Exception as e:  # noqa: BLE001
+        out.append((name, f"not importable: {type(e).__name__}: {e}"))
+        return out
+    sd = pysdtw.SoftDTW(gamma=1.0, dist_func=lambda x, y: x, use_cuda=True)  # x: the cost matrix itself
+    fp = lambda s: -sd(-s, -s)  # noqa: E731
+    out.append((name, "sdtw", fp, fb(fp)))
+    return out
+
+
+# ------------------------------------------------------------------ one workload ---------
+def run_workload(kind, device, B, N, M, ours_only, runs, rows):
+    g = torch.Generator(device="cpu").manual_seed(SEED)
+    scores = torch.randn(B, N, M, generator=g).to(device)
+    wl = f"{B} x {N} x {M}"
+    impls = impls_nw(device, B, N, M, ours_only) if kind == "nw" else impls_dtw(device, B, N, M, ours_only)
+    cells = B * N * M
+    big = cells > 2e8
+    refs = {}
+    for item in impls:
+        if len(item) == 2:
+            print(f"  {kind} {wl}: {item[0]} skipped: {item[1]}", flush=True)
+            ERRORS.append(f"{kind} {wl} {item[0]}: {item[1]}")
+            continue
+        name, conv, fwd, fwd_bwd = item
+        ours = name.startswith("ours")
+        if conv not in refs:
+            refs[conv] = reference(scores, conv, with_grad=not big)
+        ref_v, ref_g = refs[conv]
+        for mode, fn in (("forward", fwd), ("forward + backward", fwd_bwd)):
+            if fn is None:
+                continue
+            try:
+                with torch.no_grad() if mode == "forward" else torch.enable_grad():
+                    result = fn(scores)
+                    value, grad = (result, None) if mode == "forward" else result
+                    verified = _check(f"{kind} {wl} {name} {mode}", value, grad, ref_v, ref_g, ours)
+                    med, lo, hi, peak = timed(lambda: fn(scores), device, runs)
+            except Exception as e:  # noqa: BLE001
+                msg = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+                print(f"  {kind} {wl} {name} {mode} failed: {msg}", flush=True)
+                ERRORS.append(f"{kind} {wl} {name} {mode}: {msg}")
+                if ours:
+                    FAILURES.append(f"{kind} {wl} {name} {mode} raised {msg}")
+                continue
+            note = f"{lo:.3g}..{hi:.3g} ms" + (f", peak {peak / 2**20:.0f} MiB" if device.type == "cuda" else "")
+            ref_name = ("ours soft_align" if kind == "nw" else "ours soft_dtw")
+            rows.append(Row(f"{kind} {wl} {mode}", name, med, cells, "cells/s",
+                            ref=None if name == ref_name else ref_name, verified=verified, note=note))
+            print(f"  {kind} {wl} {mode:20s} {name:45s} {med:10.3f} ms ({note}) verified {verified}", flush=True)
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--commit")
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
+    ap.add_argument("--small", action="store_true", help="tiny sizes (a CPU smoke test)")
+    ap.add_argument("--runs", type=int, default=5, help="timed runs per row (>= 3)")
+    ap.add_argument("--only", choices=("nw", "dtw"))
+    args = ap.parse_args()
+    device = pick_device()
+    runs = max(3, args.runs)
+    commit = git_commit(args.commit)
+    sizes, ours_only = (SMALL, SMALL_OURS_ONLY) if args.small else (SIZES, OURS_ONLY)
+    print(f"device {device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}), "
+          f"torch {torch.__version__}, commit {commit}", flush=True)
+    t0 = time.perf_counter()
+    rows: list[Row] = []
+    for kind in ("nw", "dtw"):
+        if args.only not in (None, kind):
+            continue
+        for size, alone in [(s, False) for s in sizes] + [(s, True) for s in ours_only]:
+            try:
+                run_workload(kind, device, *size, alone, runs, rows)
+            except Exception as e:  # noqa: BLE001  (keep the other workloads and the record)
+                traceback.print_exc()
+                FAILURES.append(f"{kind} {size} raised {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+    fill_ratios(rows)
+    info = {"seed": SEED, "gap": GAP, "temperature": 1.0, "runs": runs, "sizes": sizes + ours_only,
+            "wall_s": round(time.perf_counter() - t0, 1), "verification_failures": FAILURES, "peer_errors": ERRORS}
+    path = write_json(args.out, "soft_align", device, commit, rows, info, suffix="-small" if args.small else "")
+    print()
+    print(markdown_table(rows))
+    print()
+    print("time: median of the runs; note: min..max and the peak GPU memory of one call above what was allocated "
+          "before it. vs ours: ours' throughput / this row's (>1: ours is faster). verified: value (rel 1e-5) and "
+          "gradient (abs 1e-3) equal a float64 reference with the row's own convention.")
+    report_end(path, info, [], FAILURES)
+
+
+if __name__ == "__main__":
+    main()
