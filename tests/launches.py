@@ -180,7 +180,7 @@ def drive_primers():
 
 
 def drive_soft_dtw():
-    for m in (10, 100, 300):  # each column block width
+    for m in (10, 100, 200, 300, 600):  # each column block width
         costs = torch.randn(2, 5, m, requires_grad=True)
         for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):  # dV/dgamma off, on
             for checkpoint in (None, 2):

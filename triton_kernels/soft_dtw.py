@@ -34,7 +34,7 @@ import triton.language as tl
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 INF = float("inf")
-BLOCKS = (64, 256, 1024)  # column block widths (each one a compiled variant): rows <= 64, <= 256, longer
+BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
 
 
 @triton.jit
@@ -59,31 +59,36 @@ def _affine(a1, b1, a2, b2):
 
 
 @triton.jit
-def _forward_row(cost_row, prev, out, extra, save_extra, i, m, scale, band, BLOCK: tl.constexpr):
-    """R's row i ([m] values at ``out``, and at ``extra`` when save_extra) from row i - 1 at
-    ``prev`` (row 1: the border row 0, inf, inf, ... instead)."""
+def _forward_block(c, prev, col, i, m, scale, band, carry, BLOCK: tl.constexpr):
+    """R[i, col] (gamma / ln 2 units) of one column block of row i: c = its costs (units),
+    prev = R's row i - 1 (row 1: the border 0, inf, inf, ... instead), carry = R[i, col[0] - 1]."""
+    row = col * 0 + i  # (scalar conditions as tensors: the interpreter's masks take bool tensors only)
+    inside = col < m
+    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+    dg = tl.where((col == 0) & (row == 1), 0.0, dg)  # R[0, 0] = 0
+    p = _softmin2(up, dg) + c
+    q = c
+    if band >= 0:
+        off = tl.abs(i - 1 - col) > band
+        p = tl.where(off, float("inf"), p)
+        q = tl.where(off, float("inf"), q)
+    P, Q = tl.associative_scan((p, q), 0, _then)
+    return _softmin2(P, Q + carry)
+
+
+@triton.jit
+def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
+    """R's row i ([m] values at ``out``) from row i - 1 at ``prev`` (the backward's recompute)."""
     lane = tl.arange(0, BLOCK)
     carry = tl.full((), float("inf"), tl.float32)  # R[i, 0]
     j0 = 0
     while j0 < m:
         col = j0 + lane
-        row = col * 0 + i  # (scalar conditions as tensors: the interpreter's masks take bool tensors only)
-        inside = col < m
-        up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
-        dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
-        dg = tl.where((col == 0) & (row == 1), 0.0, dg)  # R[0, 0] = 0
-        c = tl.load(cost_row + col, mask=inside, other=0.0) * scale
-        p = _softmin2(up, dg) + c
-        q = c
-        if band >= 0:
-            off = tl.abs(i - 1 - col) > band
-            p = tl.where(off, float("inf"), p)
-            q = tl.where(off, float("inf"), q)
-        P, Q = tl.associative_scan((p, q), 0, _then)
-        r = _softmin2(P, Q + carry)
+        c = tl.load(cost_row + col, mask=col < m, other=0.0) * scale
+        r = _forward_block(c, prev, col, i, m, scale, band, carry, BLOCK)
         carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
-        tl.store(out + col, r / scale, mask=inside)
-        tl.store(extra + col, r / scale, mask=inside & ((col * 0 + save_extra) != 0))
+        tl.store(out + col, r / scale, mask=col < m)
         j0 += BLOCK
     tl.debug_barrier()  # the next row reads this one across lanes
 
@@ -93,19 +98,40 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
                             n_saved, band, K, BLOCK: tl.constexpr):
     """Program b: R of pair b row by row into buf (row i in slot (i - 1) % buf_rows: buf is
     saved itself with K = 0, a two-row ring otherwise, rows K, 2K, ... then also going to
-    saved), and value[b] = R[n, m]."""
+    saved), and value[b] = R[n, m]. One step per column block of a row; the next step's
+    costs are loaded before this step's work (their latency hides behind the scan)."""
     b = tl.program_id(0).to(tl.int64)
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
-    i = n * 0 + 1  # (a tensor: the interpreter's masks take no Python bools)
-    while i <= n:
+    lane = tl.arange(0, BLOCK)
+    cost = cost_ptr + b * N * M
+    blocks = (m + BLOCK - 1) // BLOCK  # per row
+    steps = n * blocks
+    c_next = tl.load(cost + lane, mask=lane < m, other=0.0)
+    carry = tl.full((), float("inf"), tl.float32)
+    t = n * 0  # (a tensor: the interpreter's masks take no Python bools)
+    while t < steps:
+        i = t // blocks + 1
+        j0 = (t % blocks) * BLOCK
+        col = j0 + lane
+        c = c_next * scale
+        t1 = t + 1  # prefetch
+        col1 = (t1 % blocks) * BLOCK + lane
+        c_next = tl.load(cost + (t1 // blocks) * M + col1, mask=(col1 < m) & (col1 * 0 + t1 < steps), other=0.0)
         out = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
         prev = buf_ptr + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
+        carry = tl.where(j0 == 0, float("inf"), carry)  # R[i, 0]
+        r = _forward_block(c, prev, col, i, m, scale, band, carry, BLOCK)
+        if j0 + BLOCK < m:  # a block of this row follows
+            carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
+        tl.store(out + col, r / scale, mask=col < m)
         save = (K > 0) & (i % tl.maximum(K, 1) == 0)
         extra = saved_ptr + (b * n_saved + tl.where(save, i // tl.maximum(K, 1) - 1, 0)) * M
-        _forward_row(cost_ptr + (b * N + i - 1) * M, prev, out, extra, save, i, m, scale, band, BLOCK)
-        i += 1
+        tl.store(extra + col, r / scale, mask=(col < m) & ((col * 0 + save.to(tl.int32)) != 0))
+        if j0 + BLOCK >= m:
+            tl.debug_barrier()  # the row is done: the next one reads it across lanes
+        t += 1
     last = buf_ptr + (b * buf_rows + (n - 1) % buf_rows) * M + m - 1
     tl.store(value_ptr + b, tl.load(last))
 
@@ -146,7 +172,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
             while r <= tl.minimum(seg * K + K, n):
                 prev = _row_above(buf_ptr, saved_ptr, b, r, buf_rows, n_saved, M, K)
                 out = buf_ptr + (b * buf_rows + (r - 1) % buf_rows) * M
-                _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, out, False, r, m, scale, band, BLOCK)
+                _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, r, m, scale, band, BLOCK)
                 r += 1
         while i > seg * seg_len:
             cur = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
@@ -205,10 +231,11 @@ def _block(M: int, block: int | None) -> int:
 
 
 def _warps(block: int) -> int:
+    """Warps per program (a guess to be tuned on the GPU: benchmarks pass ``warps``)."""
     return max(1, min(8, block // 128))
 
 
-def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None):
+def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None):
     """(value [B], saved): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ... [B, N // K, M].
     costs float32 [B, N, M] contiguous; gamma float32 [B]; n, m int64 [B]."""
     B, N, M = costs.shape
@@ -220,12 +247,12 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
         blk = _block(M, block)
         soft_dtw_forward_kernel[(B,)](costs, gamma.contiguous(), n, m, value, saved, buf, N, M,
                                       N if full else 2, saved.shape[1], band, checkpoint, BLOCK=blk,
-                                      num_warps=_warps(blk))
+                                      num_warps=warps or _warps(blk))
     return value, saved
 
 
 def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool,
-             block: int | None = None):
+             block: int | None = None, warps: int | None = None):
     """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0."""
     B, N, M = costs.shape
     out = torch.zeros_like(costs)
@@ -238,5 +265,5 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
         blk = _block(M, block)
         soft_dtw_backward_kernel[(B,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, wl, out, gg, N, M,
                                        N if full else checkpoint, saved.shape[1], band, checkpoint,
-                                       NEED_GAMMA=bool(need_gamma), BLOCK=blk, num_warps=_warps(blk))
+                                       NEED_GAMMA=bool(need_gamma), BLOCK=blk, num_warps=warps or _warps(blk))
     return out, gg
