@@ -301,20 +301,24 @@ def test_docstring_examples():
 
 
 # ---- the Triton kernels under the interpreter ------------------------------------------------
-# (B, N, M, band, checkpoint, lengths?, BLOCK): rows of one block, at and across block edges (BLOCK 4
-# and 16), one row or column, bands, segments, padding
-KERNEL_CASES = [(2, 1, 1, None, None, False, 4), (2, 3, 4, None, None, False, 4), (2, 4, 5, None, None, False, 4),
-                (2, 6, 9, None, 2, True, 4), (3, 5, 17, 12, None, False, 16), (2, 7, 33, None, 3, True, 16),
-                (2, 9, 1, None, 4, False, 4), (2, 8, 8, 2, 3, False, 4), (2, 1, 15, None, None, False, 16)]
+# (B, N, M, band, checkpoint, lengths?, BLOCK, stripe): rows of one block, at and across block edges
+# (BLOCK 4 and 16), one row or column, bands, segments, padding; pairs split into stripes of one
+# or two blocks (a wavefront of programs; the backward's stripes only without checkpoints)
+KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, False, 4, None),
+                (2, 4, 5, None, None, False, 4, None), (2, 6, 9, None, 2, True, 4, None),
+                (3, 5, 17, 12, None, False, 16, None), (2, 7, 33, None, 3, True, 16, None),
+                (2, 9, 1, None, 4, False, 4, None), (2, 8, 8, 2, 3, False, 4, None), (2, 1, 15, None, None, False, 16, None),
+                (2, 5, 13, None, None, False, 4, 4), (3, 6, 17, None, None, True, 4, 8), (2, 7, 9, 3, None, True, 4, 4),
+                (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4)]
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block", KERNEL_CASES)
-def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, kernels_on_cpu, monkeypatch):
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
+def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, kernels_on_cpu, monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=block)
-    set_defaults(monkeypatch, K.backward, block=block)
+    set_defaults(monkeypatch, K.forward, block=block, stripe=stripe)
+    set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
         m = torch.minimum(m, n + band)
@@ -357,8 +361,25 @@ def test_gpu_equals_float64(N, M, checkpoint):
     v, gc, gg = _ours(costs.float().cuda(), torch.tensor([1.0, 0.3, 2.0, 0.1]).cuda(), **kw)
     rv, rgc, rgg = _ours(costs, torch.tensor([1.0, 0.3, 2.0, 0.1], dtype=torch.float64), **kw)
     torch.testing.assert_close(v.cpu().double(), rv, rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(gc.cpu().double(), rgc, rtol=0, atol=1e-4)
+    torch.testing.assert_close(gc.cpu().double(), rgc, rtol=0, atol=1e-3)  # (the issue's float32 bound)
     torch.testing.assert_close(gg.cpu().double(), rgg, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
+    """A few long pairs run as a wavefront of 128-column stripes (one program each); the
+    same numbers as one program per pair."""
+    from torchalign_kernels import soft_dtw as K
+
+    g = torch.Generator().manual_seed(16)
+    costs = torch.randn(3, 200, 1000, generator=g).cuda()
+    lengths = (torch.tensor([200, 150, 7]), torch.tensor([1000, 999, 129]))
+    got = []
+    for stripe in (K.STRIPE, 1 << 30):  # 1 << 30: no stripes
+        monkeypatch.setattr(K, "STRIPE", stripe)
+        got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths))
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.gpu
