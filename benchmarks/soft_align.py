@@ -293,6 +293,16 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     ck = max(2, int(math.sqrt(N)))
     fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
     out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
+    if device.type == "cuda":  # the first kernel's form: one program per pair, no stripes
+        from torchalign_kernels import soft_dtw as K
+
+        def one_program(s):
+            keep, K.STRIPE = K.STRIPE, 1 << 30
+            try:
+                return f(s)
+            finally:
+                K.STRIPE = keep
+        out.append(("ours soft_dtw, one program per pair", "sdtw", one_program, fb(one_program)))
     if ours_only:
         return out
     name = "pysdtw 0.0.5 SoftDTW"

@@ -359,7 +359,7 @@ def test_gpu_equals_float64(N, M, checkpoint):
     n, m = torch.tensor([N, N - 7, 1, N]), torch.tensor([M, M // 2, M, 3])
     kw = dict(lengths=(n, m), checkpoint=checkpoint)
     v, gc, gg = _ours(costs.float().cuda(), torch.tensor([1.0, 0.3, 2.0, 0.1]).cuda(), **kw)
-    rv, rgc, rgg = _ours(costs, torch.tensor([1.0, 0.3, 2.0, 0.1], dtype=torch.float64), **kw)
+    rv, rgc, rgg = _ours(costs, torch.tensor([1.0, 0.3, 2.0, 0.1], dtype=torch.float64), lengths=(n, m))
     torch.testing.assert_close(v.cpu().double(), rv, rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(gc.cpu().double(), rgc, rtol=0, atol=1e-3)  # (the float32 bound)
     torch.testing.assert_close(gg.cpu().double(), rgg, rtol=1e-3, atol=1e-3)
