@@ -296,13 +296,15 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     if device.type == "cuda":  # the first kernel's form: one program per pair, no stripes
         from torchalign_kernels import soft_dtw as K
 
-        def one_program(s):
-            keep, K.STRIPE = K.STRIPE, 1 << 30
-            try:
-                return f(s)
-            finally:
-                K.STRIPE = keep
-        out.append(("ours soft_dtw, one program per pair", "sdtw", one_program, fb(one_program)))
+        def no_stripes(fn):
+            def run(s):
+                keep, K.STRIPE = K.STRIPE, 1 << 30
+                try:
+                    return fn(s)
+                finally:
+                    K.STRIPE = keep
+            return run
+        out.append(("ours soft_dtw, one program per pair", "sdtw", no_stripes(f), no_stripes(fb(f))))
     if ours_only:
         return out
     name = "pysdtw 0.0.5 SoftDTW"
