@@ -293,18 +293,23 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     ck = max(2, int(math.sqrt(N)))
     fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
     out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
-    if device.type == "cuda":  # the first kernel's form: one program per pair, no stripes
+    if device.type == "cuda":  # the launch plan's alternatives: one program per pair; 128-column stripes
         from torchalign_kernels import soft_dtw as K
 
-        def no_stripes(fn):
+        def knobs(fn, **values):
             def run(s):
-                keep, K.STRIPE = K.STRIPE, 1 << 30
+                keep = {k: getattr(K, k) for k in values}
+                for k, v in values.items():
+                    setattr(K, k, v)
                 try:
                     return fn(s)
                 finally:
-                    K.STRIPE = keep
+                    for k, v in keep.items():
+                        setattr(K, k, v)
             return run
-        out.append(("ours soft_dtw, one program per pair", "sdtw", no_stripes(f), no_stripes(fb(f))))
+        for label, values in (("one program per pair", dict(STRIPE=1 << 30)),
+                              (f"stripes of {K.STRIPE} columns", dict(STRIPE_ABOVE=0))):
+            out.append((f"ours soft_dtw, {label}", "sdtw", knobs(f, **values), knobs(fb(f), **values)))
     if ours_only:
         return out
     name = "pysdtw 0.0.5 SoftDTW"

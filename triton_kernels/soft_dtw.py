@@ -35,7 +35,9 @@ LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 INF = float("inf")
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
-STRIPE = 128  # columns per program when a few long pairs are split into stripes
+STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
+STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
+HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 SPIN_LIMIT = tl.constexpr(1 << 24)  # polls of a stripe's wait (~10 s) before its launch gives up (NaN results)
 
 
@@ -99,8 +101,9 @@ def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
 
 @triton.jit
 def _wait(flag, target, err):
-    """Spin until the counter at ``flag`` reaches ``target`` (acquire); past SPIN_LIMIT polls
-    count an error (the launch's results are then poisoned with NaN, never left wrong)."""
+    """Spin until the counter at ``flag`` reaches ``target`` (acquire) and return what it
+    read; past SPIN_LIMIT polls count an error (the launch's results are then poisoned with
+    NaN, never left wrong) and return ``target``."""
     seen = tl.atomic_add(flag, 0, sem="acquire")
     spins = 0
     while (seen < target) & (spins < SPIN_LIMIT):
@@ -108,6 +111,8 @@ def _wait(flag, target, err):
         spins += 1
     if seen < target:
         tl.atomic_add(err, 1)
+        seen = target
+    return seen
 
 
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
@@ -136,6 +141,8 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
         c_next = tl.load(cost + lo + lane, mask=lo + lane < hi, other=0.0)
         carry = tl.full((), float("inf"), tl.float32)
         dg_lo = tl.full((), float("inf"), tl.float32)
+        from_left = tl.full((), float("inf"), tl.float32)  # R[i - 1, lo - 1] (stripes)
+        seen = n * 0  # rows of stripe s - 1 known done
         left = bnd_ptr + (b * S + s - 1) * (N + 1)  # stripe s - 1's last column, by row
         t = n * 0  # (a tensor: the interpreter's masks take no Python bools)
         while t < steps:
@@ -153,9 +160,11 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
                 carry = tl.full((), float("inf"), tl.float32)
                 dg_lo = tl.where(i == 1, 0.0, float("inf"))
                 if s > 0:
-                    _wait(flag_ptr + b * S + s - 1, i, err_ptr)
+                    if i > seen:
+                        seen = _wait(flag_ptr + b * S + s - 1, i, err_ptr)
+                    dg_lo = from_left
                     carry = tl.load(left + i, volatile=True)
-                    dg_lo = tl.where(i == 1, float("inf"), tl.load(left + i - 1, volatile=True))
+                    from_left = carry
             r = _forward_block(c, prev, col, lo, dg_lo, i, m, scale, band, carry, BLOCK)
             if j0 + BLOCK < hi:  # a block of this row follows
                 carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
@@ -167,7 +176,7 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
                 if hi < m:  # hand the last column to stripe s + 1
                     tl.store(bnd_ptr + (b * S + s) * (N + 1) + i + col * 0, r, mask=col == hi - 1)
                 tl.debug_barrier()  # (and the next row reads this one across lanes)
-                if hi < m:
+                if (hi < m) & ((i % HAND_OFF == 0) | (i == n)):
                     tl.atomic_xchg(flag_ptr + b * S + s, i, sem="release")
             t += 1
         if hi == m:
@@ -215,6 +224,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
         mine = bnd_ptr + (b * S + s) * (N + 2)
         right = bnd_ptr + (b * S + s + 1) * (N + 2)
         gsum = tl.zeros((BLOCK,), tl.float32)
+        seen = n * 0  # rows of stripe s + 1 known done
         seg_len = tl.where(K > 0, K, n)
         seg = (n - 1) // seg_len
         i = n
@@ -235,7 +245,8 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                 wl_hi = tl.full((), 0.0, tl.float32)  # w_left of cell (i, hi)
                 d_hi = tl.full((), 0.0, tl.float32)  # E w_diag of cell (i + 1, hi)
                 if hi < m:  # stripe s + 1's first column
-                    _wait(flag_ptr + b * S + s + 1, n - i + 1, err_ptr)
+                    if n - i + 1 > seen:
+                        seen = _wait(flag_ptr + b * S + s + 1, n - i + 1, err_ptr)
                     carry = tl.load(right + i, volatile=True)
                     wl_hi = tl.load(right + plane + i, volatile=True)
                     d_hi = tl.where(i < n, tl.load(right + 2 * plane + i + 1, volatile=True), 0.0)
@@ -287,7 +298,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                         tl.store(mine + 2 * plane + i + col * 0, e * wd, mask=first)
                     j0 -= BLOCK
                 tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
-                if s > 0:
+                if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == 1)):
                     tl.atomic_xchg(flag_ptr + b * S + s, n - i + 1, sem="release")
                 i -= 1
             seg -= 1
@@ -309,10 +320,10 @@ def _warps(block: int) -> int:
 
 def _plan(costs, M: int, block, stripe, allow_stripes: bool):
     """(BLOCK, stripe width W, stripes S). One program per pair (S = 1) when the batch fills
-    the GPU or the rows are short; else stripes of STRIPE columns (one block each), so a
+    the GPU or the rows fit one block; else stripes of STRIPE columns (one block each), so a
     few long pairs still spread over the SMs. ``stripe`` forces a width (a multiple of the block)."""
     B = costs.shape[0]
-    if stripe is None and allow_stripes and costs.is_cuda and M > STRIPE:
+    if stripe is None and allow_stripes and costs.is_cuda and M > max(STRIPE, STRIPE_ABOVE):
         sms = torch.cuda.get_device_properties(costs.device).multi_processor_count
         if B < 2 * sms:
             stripe = STRIPE
