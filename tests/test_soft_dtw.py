@@ -405,6 +405,22 @@ def test_gpu_10000_by_10000():
 
 
 @pytest.mark.gpu
+def test_gpu_pair_past_2_31_cells():
+    """One pair of 46,345^2 > 2^31 cells (int64 offsets inside a pair; ~26 GB): costs 1,000
+    off the diagonal and 0 on it, gamma 0.01: the value is 0 and the gradient the diagonal."""
+    n = 46_345
+    costs = torch.full((1, n, n), 1000.0, device="cuda")
+    costs.diagonal(dim1=1, dim2=2).zero_()
+    costs.requires_grad_(True)
+    v = ta.soft_dtw(costs, 0.01)
+    v.sum().backward()
+    assert abs(v.item()) < 1e-3
+    grad = costs.grad
+    assert (grad.diagonal(dim1=1, dim2=2) - 1).abs().max().item() < 1e-3
+    assert abs(grad.sum().item() - n) < 1.0
+
+
+@pytest.mark.gpu
 def test_gpu_compiled_and_second_order():
     g = torch.Generator().manual_seed(15)
     costs = torch.randn(3, 40, 70, generator=g)

@@ -153,7 +153,8 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
             c = c_next * scale
             t1 = t + 1  # prefetch
             col1 = lo + (t1 % blocks) * BLOCK + lane
-            c_next = tl.load(cost + (t1 // blocks) * M + col1, mask=(col1 < hi) & (col1 * 0 + t1 < steps), other=0.0)
+            c_next = tl.load(cost + (t1 // blocks).to(tl.int64) * M + col1, mask=(col1 < hi) & (col1 * 0 + t1 < steps),
+                             other=0.0)
             out = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
             prev = buf_ptr + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
             if jb == 0:  # the row's first block: R[i, lo - 1] and R[i - 1, lo - 1]
