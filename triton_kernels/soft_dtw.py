@@ -1,4 +1,5 @@
-"""Soft-DTW forward and backward sweeps: one program per pair, a whole row per step.
+"""Soft-DTW forward and backward sweeps: one program per pair (or per column stripe of a
+long pair), a whole row per step.
 
 Values are held in units of gamma / ln 2 (x * log2(e) / gamma), so every softmin is
 ``min - log2(1 + exp2(-|a - b|))`` (one exp2 and one log2) and the combine function of a
@@ -24,6 +25,15 @@ backward recomputes each segment of K rows from its saved top row into a [K, M] 
 then sweeps it. Padding (columns >= m, rows > n) is never visited. The value of a pair is
 R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
 
+Stripes: when a few pairs have rows longer than one block, each pair is cut into stripes
+of STRIPE columns, one program each, run as a wavefront: the forward's stripe s takes R of
+stripe s - 1's last column, row by row, the backward's stripe s takes E, w_left and E w_diag
+of stripe s + 1's first column, through per-row boundary arrays; a progress counter per
+stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
+A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
+deadlock as long as programs start in id order; a wait that passes SPIN_LIMIT polls gives
+up and the launch's value or gradient comes back NaN (never a silently wrong number).
+
 Pure: imports only torch and triton.
 """
 
@@ -31,9 +41,6 @@ import torch
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
-INF = float("inf")
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
 STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
 STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
