@@ -28,6 +28,7 @@ Peers that cannot be imported or fail at a size are skipped with the reason prin
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import os
 import statistics
@@ -214,12 +215,10 @@ def impls_nw(device, B, N, M, ours_only: bool):
     if hasattr(ta, "soft_align"):
         f = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0)  # noqa: E731
         out.append(("ours soft_align", "nw", f, fb(f)))
-        ck = max(1, int(math.sqrt(N)))
-        try:
+        ck = max(2, int(math.sqrt(N)))
+        if "checkpoint" in inspect.signature(ta.soft_align).parameters:
             fck = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0, checkpoint=ck)  # noqa: E731
             out.append((f"ours soft_align checkpoint={ck}", "nw", fck, fb(fck)))
-        except TypeError:
-            pass
         if hasattr(ta, "soft_alignment"):
             out.append(("ours soft_alignment (value, P)", "nw", None,
                         lambda s: ta.soft_alignment(s, GAP, mode="global", temperature=1.0)))

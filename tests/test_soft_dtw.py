@@ -307,7 +307,8 @@ def test_docstring_examples():
 KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, False, 4, None),
                 (2, 4, 5, None, None, False, 4, None), (2, 6, 9, None, 2, True, 4, None),
                 (3, 5, 17, 12, None, False, 16, None), (2, 7, 33, None, 3, True, 16, None),
-                (2, 9, 1, None, 4, False, 4, None), (2, 8, 8, 2, 3, False, 4, None), (2, 1, 15, None, None, False, 16, None),
+                (2, 9, 1, None, 4, False, 4, None), (2, 8, 8, 2, 3, False, 4, None),
+                (2, 1, 15, None, None, False, 16, None),
                 (2, 5, 13, None, None, False, 4, 4), (3, 6, 17, None, None, True, 4, 8), (2, 7, 9, 3, None, True, 4, 4),
                 (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4), (2, 19, 9, None, None, True, 4, 4)]
 

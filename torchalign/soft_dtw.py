@@ -74,7 +74,8 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     k = 0 if checkpoint is None else check_int("checkpoint", checkpoint, 1)
     if k >= N:
         k = 0  # one segment: every row is saved anyway
-    if not (torch.is_grad_enabled() and (costs.requires_grad or (isinstance(gamma, torch.Tensor) and gamma.requires_grad))):
+    wants_grad = costs.requires_grad or (isinstance(gamma, torch.Tensor) and gamma.requires_grad)
+    if not (torch.is_grad_enabled() and wants_grad):
         k = N + 1  # no backward to come: save no rows (two in flight)
     n, m = _lengths(lengths, B, N, M, costs.device)
     if lengths is None and 0 <= band < abs(N - M):

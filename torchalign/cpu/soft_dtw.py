@@ -179,7 +179,8 @@ def backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamm
     w2 = w1
     for dd in range(D - 1, 1, -1):
         w0, z0, lz0 = cells.weights(dd)
-        e = esk[:, dd + 1, 2:] * w1[0, :, 2:] + esk[:, dd + 2, 2:] * w2[1, :, 2:] + esk[:, dd + 1, 1:-1] * w1[2, :, 1:-1]
+        e = (esk[:, dd + 1, 2:] * w1[0, :, 2:] + esk[:, dd + 2, 2:] * w2[1, :, 2:]  # down, diagonal successors
+             + esk[:, dd + 1, 1:-1] * w1[2, :, 1:-1])  # right successor
         hit = seeded & (seed_x + m == dd)
         e[bidx[hit], seed_x[hit] - 1] += grad[hit]
         e = torch.where(cells.valid[:, dd, 1:-1], e, torch.zeros_like(e))
