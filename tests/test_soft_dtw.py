@@ -322,7 +322,7 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
     set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
-        m = torch.minimum(m, n + band)
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
     lengths = None if n is None else (n, m)
     kw = dict(lengths=lengths, bandwidth=band, checkpoint=checkpoint)
     v, gc, gg = _ours(costs.float(), gamma.float(), **kw)  # float32 CPU tensors: the kernels
@@ -333,6 +333,32 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
     cv, cgc, cgg = _ours(costs, gamma, **kw)  # float64: the torch path
     torch.testing.assert_close(v.double(), cv, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(gc.double(), cgc, rtol=0, atol=1e-4)
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("B,N,M,band,block", [(2, 5, 7, None, 4), (3, 6, 9, None, 16), (2, 7, 7, 2, 4),
+                                              (2, 1, 6, None, 4), (2, 6, 1, None, 4)])
+def test_kernels_hessian_vector_product(B, N, M, band, block, kernels_on_cpu, monkeypatch):
+    """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_hvp as KH
+
+    for fn in (K.forward, K.backward, KH.hvp):
+        set_defaults(monkeypatch, fn, block=block)
+    costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M)
+    if band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    g = torch.Generator().manual_seed(17)
+    v = torch.randn(B, N, M, generator=g, dtype=torch.float64)
+    got = []
+    for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
+        c = costs.to(dtype).requires_grad_(True)
+        gm = gamma.to(dtype).requires_grad_(True)
+        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band)
+        gc, gg = torch.autograd.grad(value.sum(), (c, gm), create_graph=True)
+        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm)))
+    torch.testing.assert_close(got[0][0].double(), got[1][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[0][1].double(), got[1][1], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.interpret

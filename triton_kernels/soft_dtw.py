@@ -194,6 +194,41 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
 
 
 @triton.jit
+def _weights(cur, prev, col, i, m, scale):
+    """Softmin weights of cell (i, col)'s predecessors (up, diagonal, left), a softmax of
+    their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev): (ok, zu, zd, zl,
+    log2 Z, wu, wd, wl), z_k = min - R_k (<= 0; -inf and weight 0 where the cell is off the
+    table, outside the pair or unreachable)."""
+    row = col * 0 + i
+    inside = col < m
+    rc = tl.load(cur + col, mask=inside, other=float("inf")) * scale
+    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+    dg = tl.where((col == 0) & (row == 1), 0.0, dg)
+    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
+    mn = tl.minimum(tl.minimum(up, dg), lf)
+    ok = inside & (rc < float("inf")) & (mn < float("inf"))
+    zu = tl.where(ok, mn - up, -float("inf"))  # <= 0: no overflow
+    zd = tl.where(ok, mn - dg, -float("inf"))
+    zl = tl.where(ok, mn - lf, -float("inf"))
+    eu = tl.exp2(zu)
+    ed = tl.exp2(zd)
+    el = tl.exp2(zl)
+    total = eu + ed + el
+    inv = tl.where(ok, 1.0 / total, 0.0)
+    l2 = tl.log2(tl.where(ok, total, 1.0))  # (dead code, removed by the compiler, where unused)
+    return ok, zu, zd, zl, l2, eu * inv, ed * inv, el * inv
+
+
+@triton.jit
+def _neg_entropy(wu, wd, wl, zu, zd, zl, l2):
+    """sum_k w_k log w_k (natural log; log w_k = ln 2 (z_k - log2 Z)): d softmin / d gamma."""
+    h = tl.where(wu > 0, wu * (zu - l2), 0.0) + tl.where(wd > 0, wd * (zd - l2), 0.0) \
+        + tl.where(wl > 0, wl * (zl - l2), 0.0)
+    return h * 0.6931471805599453
+
+
+@triton.jit
 def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
     """Where R's row i - 1 lies in the backward: a saved checkpoint (segment tops), else the buffer."""
     if (K > 0) & ((i - 1) % tl.maximum(K, 1) == 0) & (i > 1):
@@ -263,23 +298,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                     col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
                     row = col * 0 + i
                     inside = col < hi
-                    rc = tl.load(cur + col, mask=inside, other=float("inf")) * scale
-                    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
-                    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
-                    dg = tl.where((col == 0) & (row == 1), 0.0, dg)
-                    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
-                    mn = tl.minimum(tl.minimum(up, dg), lf)
-                    ok = inside & (rc < float("inf")) & (mn < float("inf"))
-                    zu = tl.where(ok, mn - up, -float("inf"))  # <= 0: no overflow, 0 weight off the table
-                    zd = tl.where(ok, mn - dg, -float("inf"))
-                    zl = tl.where(ok, mn - lf, -float("inf"))
-                    eu = tl.exp2(zu)
-                    ed = tl.exp2(zd)
-                    el = tl.exp2(zl)
-                    inv = tl.where(ok, 1.0 / (eu + ed + el), 0.0)
-                    wu = eu * inv
-                    wd = ed * inv
-                    wlf = el * inv
+                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights(cur, prev, col, i, m, scale)
                     tl.store(wl_row + col, wlf, mask=inside)
                     tl.debug_barrier()
                     w_next = tl.load(wl_row + col + 1, mask=col + 1 < hi, other=0.0)  # w_left of cell j + 1
@@ -294,11 +313,8 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                     tl.store(out_ptr + (b * N + i - 1) * M + col, e, mask=inside)
                     tl.store(here + col, e * wu, mask=inside)
                     tl.store(here + M + col, e * wd, mask=inside)
-                    if NEED_GAMMA:  # sum_k w_k log w_k, log w_k = ln 2 (z_k - log2 Z)
-                        l2 = tl.log2(tl.where(ok, eu + ed + el, 1.0))
-                        h = tl.where(wu > 0, wu * (zu - l2), 0.0) + tl.where(wd > 0, wd * (zd - l2), 0.0) \
-                            + tl.where(wlf > 0, wlf * (zl - l2), 0.0)
-                        gsum += tl.where(ok, e * h, 0.0)
+                    if NEED_GAMMA:
+                        gsum += e * _neg_entropy(wu, wd, wlf, zu, zd, zl, l2)
                     if (j0 == lo) & (s > 0):  # hand the first column to stripe s - 1
                         first = (col == lo) & ((col * 0 + i) > 0)
                         tl.store(mine + i + col * 0, e, mask=first)
@@ -310,7 +326,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                     tl.atomic_xchg(flag_ptr + b * S + s, n - i + 1, sem="release")
                 i -= 1
             seg -= 1
-        tl.store(gg_ptr + b * S + s, tl.sum(gsum, 0) * 0.6931471805599453)
+        tl.store(gg_ptr + b * S + s, tl.sum(gsum, 0))
         if s == 0:
             if tl.load(err_ptr, volatile=True) != 0:  # a wait timed out: poison, never a wrong gradient
                 tl.store(out_ptr + b * N * M, float("nan"))

@@ -9,8 +9,8 @@ backward). ``check=True`` reads gamma, n and m back once and raises on gamma <= 
 lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma) and has its own autograd,
 the Hessian-vector product op (Mensch & Blondel), so gradgradcheck passes.
 
-CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw); CPU tensors, float64
-CUDA tensors and the Hessian-vector product run the torch code of torchalign.cpu.soft_dtw.
+CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw, soft_dtw_hvp); CPU
+tensors and float64 CUDA tensors run the torch code of torchalign.cpu.soft_dtw.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def _(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma):
 @torch.library.custom_op("torchalign::soft_dtw_hvp", mutates_args=(), device_types=DEVICES)
 def soft_dtw_hvp(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, v_costs: Tensor,
                  v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    if _triton(costs):
+        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma)
     return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous())
 
 
