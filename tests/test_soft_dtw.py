@@ -291,8 +291,10 @@ def test_opcheck():
         saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, band, k, False)[1]
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_backward,
                               (torch.ones(2, requires_grad=True), costs, gamma, saved, n, m, band, k, True))
-    torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp,
-                          (costs.detach(), gamma.detach(), n, m, -1, torch.randn(2, 4, 5), torch.randn(2)))
+    for k in (0, 2):
+        saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, -1, k, False)[1]
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, n, m, -1, k,
+                                                                 torch.randn(2, 4, 5), torch.randn(2)))
 
 
 def test_docstring_examples():
@@ -336,9 +338,10 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("B,N,M,band,block", [(2, 5, 7, None, 4), (3, 6, 9, None, 16), (2, 7, 7, 2, 4),
-                                              (2, 1, 6, None, 4), (2, 6, 1, None, 4)])
-def test_kernels_hessian_vector_product(B, N, M, band, block, kernels_on_cpu, monkeypatch):
+@pytest.mark.parametrize("B,N,M,band,block,checkpoint", [(2, 5, 7, None, 4, None), (3, 6, 9, None, 16, 2),
+                                                         (2, 7, 7, 2, 4, None), (2, 1, 6, None, 4, None),
+                                                         (2, 6, 1, None, 4, 4)])
+def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, kernels_on_cpu, monkeypatch):
     """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
     from torchalign_kernels import soft_dtw as K
     from torchalign_kernels import soft_dtw_hvp as KH
@@ -354,7 +357,7 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, kernels_on_cpu, mo
     for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
         c = costs.to(dtype).requires_grad_(True)
         gm = gamma.to(dtype).requires_grad_(True)
-        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band)
+        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
         gc, gg = torch.autograd.grad(value.sum(), (c, gm), create_graph=True)
         got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm)))
     torch.testing.assert_close(got[0][0].double(), got[1][0], rtol=1e-4, atol=1e-4)

@@ -140,8 +140,9 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
     tl.store(hg_ptr + b, tl.sum(hsum, 0))
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, block: int | None = None, warps: int | None = None):
-    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs."""
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | None = None, warps: int | None = None):
+    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs.
+    ``R``: the forward's table [B, N, M] if it was saved (else recomputed)."""
     from .soft_dtw import forward
 
     B, N, M = costs.shape
@@ -150,7 +151,8 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, block: int | None = Non
     dot = costs.new_zeros(B)
     if not B:
         return hv, hg, dot
-    _, R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps)
+    if R is None:
+        _, R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps)
     T = torch.zeros_like(costs)
     blk = _block(M, block)
     gamma, v_gamma = gamma.contiguous(), v_gamma.contiguous()

@@ -208,13 +208,14 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
     return out, gg
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma):
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None):
     """Mensch & Blondel's Hessian-vector product of V = R[n, m] in (costs, gamma) along
     (v_costs, v_gamma): a forward sweep of directional derivatives T = dR . v, then a
     backward sweep of E and its directional derivative. Returns (H v restricted to costs
-    [B, N, M], to gamma [B], dV . v [B])."""
+    [B, N, M], to gamma [B], dV . v [B]). ``R``: the forward's table, if saved (else recomputed)."""
     B, N, M = costs.shape
-    R = forward_block(costs, border_row(B, M, costs), 0, gamma, band)
+    if R is None:
+        R = forward_block(costs, border_row(B, M, costs), 0, gamma, band)
     rfull, valid = _extended(border_row(B, M, costs), R, costs.new_full((B, M), INF), 0, n, m)
     rfull, valid = rfull[:, :-1], valid[:, :-1]  # no row below: rows 0..N
     cells = _Cells(rfull, valid, gamma)

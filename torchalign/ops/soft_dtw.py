@@ -81,15 +81,16 @@ def _(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma):
 
 
 @torch.library.custom_op("torchalign::soft_dtw_hvp", mutates_args=(), device_types=DEVICES)
-def soft_dtw_hvp(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, v_costs: Tensor,
-                 v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def soft_dtw_hvp(costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+                 v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
     if _triton(costs):
-        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma)
-    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous())
+        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=R)
+    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R)
 
 
 @soft_dtw_hvp.register_fake
-def _(costs, gamma, n, m, bandwidth, v_costs, v_gamma):
+def _(costs, gamma, saved, n, m, bandwidth, checkpoint, v_costs, v_gamma):
     B = costs.shape[0]
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
@@ -116,20 +117,21 @@ soft_dtw.register_autograd(_backward, setup_context=_setup)
 
 def _setup_backward(ctx, inputs, output):
     grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma = inputs
-    ctx.save_for_backward(grad, costs, gamma, n, m)
-    ctx.bandwidth = bandwidth
+    ctx.save_for_backward(grad, costs, gamma, saved, n, m)
+    ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
 def _double_backward(ctx, v_costs, v_gamma):
     """The backward op returns grad * (dV/dcosts, dV/dgamma); along (v_costs, v_gamma) its
     derivative is grad * H v for costs and gamma and dV . v for grad. R (``saved``) gets
     none: H v already holds the whole derivative through it."""
-    grad, costs, gamma, n, m = ctx.saved_tensors
+    grad, costs, gamma, saved, n, m = ctx.saved_tensors
     if v_costs is None:
         v_costs = torch.zeros_like(costs)
     if v_gamma is None:
         v_gamma = torch.zeros_like(gamma)
-    hv_costs, hv_gamma, dot = torch.ops.torchalign.soft_dtw_hvp(costs, gamma, n, m, ctx.bandwidth, v_costs, v_gamma)
+    hv_costs, hv_gamma, dot = torch.ops.torchalign.soft_dtw_hvp(costs, gamma, saved, n, m, ctx.bandwidth,
+                                                                ctx.checkpoint, v_costs, v_gamma)
     return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None)
 
 
