@@ -275,6 +275,29 @@ def _jax(device):
     return (name, "nw", f, g)
 
 
+HVP_MODE = "fwd + bwd + double bwd (HVP)"
+
+
+def hvp_of(f):
+    """Forward, backward with a graph, and the gradient of <gradient, u> (a Hessian-vector
+    product along u = the scores themselves): (value, H u)."""
+    def run(s):
+        s = s.detach().requires_grad_(True)
+        v = f(s)
+        (g,) = torch.autograd.grad(v.sum(), s, create_graph=True)
+        (hv,) = torch.autograd.grad((g * s.detach()).sum(), s)
+        return v, hv
+    return run
+
+
+def hvp_reference(scores, big: bool):
+    """(value, H u) of -soft_dtw(-scores) in float64 by the torch path (None past 2e8 cells)."""
+    if big:
+        return reference(scores, "sdtw", False)
+    v, hv = hvp_of(lambda s: -ta.soft_dtw(-s, 1.0))(scores.double())
+    return v.detach(), hv
+
+
 def impls_dtw(device, B, N, M, ours_only: bool):
     out = []
 
@@ -288,7 +311,7 @@ def impls_dtw(device, B, N, M, ours_only: bool):
 
     # V = -soft-DTW(-scores): the gradient with respect to the scores is the expected alignment
     f = lambda s: -ta.soft_dtw(-s, 1.0)  # noqa: E731
-    out.append(("ours soft_dtw", "sdtw", f, fb(f)))
+    out.append(("ours soft_dtw", "sdtw", f, fb(f), hvp_of(f)))
     ck = max(2, int(math.sqrt(N)))
     fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
     out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
@@ -340,14 +363,19 @@ def run_workload(kind, device, B, N, M, ours_only, runs, rows):
             print(f"  {kind} {wl}: {item[0]} skipped: {item[1]}", flush=True)
             ERRORS.append(f"{kind} {wl} {item[0]}: {item[1]}")
             continue
-        name, conv, fwd, fwd_bwd = item
+        name, conv, fwd, fwd_bwd, *rest = item
+        hvp = rest[0] if rest else None
         ours = name.startswith("ours")
         if conv not in refs:
             refs[conv] = reference(scores, conv, with_grad=not big)
         ref_v, ref_g = refs[conv]
-        for mode, fn in (("forward", fwd), ("forward + backward", fwd_bwd)):
+        for mode, fn in (("forward", fwd), ("forward + backward", fwd_bwd), (HVP_MODE, hvp)):
             if fn is None:
                 continue
+            if mode == HVP_MODE:  # its reference: the float64 torch path of ta.soft_dtw's double backward
+                if "hvp" not in refs:
+                    refs["hvp"] = hvp_reference(scores, big)
+                ref_v, ref_g = refs["hvp"]
             try:
                 with torch.no_grad() if mode == "forward" else torch.enable_grad():
                     result = fn(scores)
