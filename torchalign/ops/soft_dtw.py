@@ -6,8 +6,9 @@ costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B] (each
 rows and columns), bandwidth (-1: none), checkpoint (0: every row of R is saved, [B, N, M];
 K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by segment in the
 backward). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
-lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma) and has its own autograd,
-the Hessian-vector product op (Mensch & Blondel), so gradgradcheck passes.
+lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
+and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
+saved R (recomputed with checkpoints), so gradgradcheck passes.
 
 CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw, soft_dtw_hvp); CPU
 tensors and float64 CUDA tensors run the torch code of torchalign.cpu.soft_dtw.
@@ -38,9 +39,9 @@ def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) 
     if not positive:
         raise ValueError("gamma: every value must be > 0")
     if lo_n < 1 or hi_n > N:
-        raise ValueError(f"lengths: query lengths must lie in [1, {N}] (costs.shape[1]), found {lo_n}..{hi_n}")
+        raise ValueError(f"lengths: n must lie in [1, {N}] (costs.shape[1]), found {lo_n}..{hi_n}")
     if lo_m < 1 or hi_m > M:
-        raise ValueError(f"lengths: target lengths must lie in [1, {M}] (costs.shape[2]), found {lo_m}..{hi_m}")
+        raise ValueError(f"lengths: m must lie in [1, {M}] (costs.shape[2]), found {lo_m}..{hi_m}")
     if 0 <= bandwidth < gap:
         raise ValueError(f"bandwidth={bandwidth} is narrower than a pair's length difference {gap}: its last cell "
                          f"lies outside the Sakoe-Chiba band; use bandwidth >= {gap} or None")
