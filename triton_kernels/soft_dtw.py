@@ -373,7 +373,8 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
         blk, W, S = _plan(costs, M, block, stripe, True)
         bnd = costs.new_empty(B, S, N + 1) if S > 1 else value
         flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)  # the last one: the error count
-        soft_dtw_forward_kernel[(B * S,)](costs, gamma.contiguous(), n, m, value, saved, buf, bnd, flags,
+        keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
+        soft_dtw_forward_kernel[(B * S,)](costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags,
                                           flags[B * S:], N, M, N if full else 2, saved.shape[1], band, checkpoint,
                                           S, W, BLOCK=blk, num_warps=warps or _warps(blk))
     return value, saved
