@@ -365,6 +365,22 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, kernel
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("stripe", [None, 4])
+def test_kernels_forward_without_autograd_keeps_no_rows(stripe, kernels_on_cpu, monkeypatch):
+    """Under no_grad the forward keeps two rows in flight and saves none: the same values."""
+    from torchalign_kernels import soft_dtw as K
+
+    set_defaults(monkeypatch, K.forward, block=4, stripe=stripe)
+    costs, gamma, n, m = _case(3, 7, 10, True, seed=18)
+    with torch.no_grad():
+        v = ta.soft_dtw(costs.float(), gamma.float(), lengths=(n, m))
+    rv, _, _ = _ref(costs.float(), gamma.float(), n, m)
+    torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+    _, saved = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, -1, 8, False)
+    assert saved.shape == (3, 0, 10)
+
+
+@pytest.mark.interpret
 def test_kernels_small_gamma_large_costs(kernels_on_cpu, monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
