@@ -18,7 +18,8 @@ reversed column order (a forward scan runs right to left): each cell's softmin w
 reciprocal), and E[i, j] = a_j + w_left(i, j + 1) E[i, j + 1] with a_j = E[i+1, j] w_up(i+1, j)
 + E[i+1, j+1] w_diag(i+1, j+1): an affine map of E[i, j + 1], composed by a scan of
 (a, b) pairs. Row i + 1's products E w_up and E w_diag wait in a two-row scratch; w_left of
-the cell to the right comes through a one-row scratch.
+the cell to the right is computed again in the lane of cell j (three more exp2 and one
+more load of R, instead of a hand-over through memory and a barrier on the critical path).
 
 Checkpoints (K > 0): the forward keeps two rows in a ring and saves rows K, 2K, ...; the
 backward recomputes each segment of K rows from its saved top row into a [K, M] buffer,
@@ -27,8 +28,8 @@ R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
 
 Stripes: when a few pairs have rows longer than one block, each pair is cut into stripes
 of STRIPE columns, one program each, run as a wavefront: the forward's stripe s takes R of
-stripe s - 1's last column, row by row, the backward's stripe s takes E, w_left and E w_diag
-of stripe s + 1's first column, through per-row boundary arrays; a progress counter per
+stripe s - 1's last column, row by row, the backward's stripe s takes E and E w_diag of
+stripe s + 1's first column, through per-row boundary arrays; a progress counter per
 stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
 A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
 deadlock as long as programs start in id order; a wait that passes SPIN_LIMIT polls gives
@@ -221,6 +222,23 @@ def _weights(cur, prev, col, i, m, scale):
 
 
 @triton.jit
+def _left_weight_of_next(cur, prev, col, i, m, scale):
+    """w_left of cell (i, col + 1): its predecessors' softmax, from R's rows i and i - 1
+    loaded beside the cell's own (R is complete in memory: no hand-over between lanes)."""
+    row = col * 0 + i
+    nxt = col + 1 < m
+    up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf")) * scale  # (row 0: inf past R[0, 0])
+    lf = tl.load(cur + col, mask=nxt, other=float("inf")) * scale
+    mn = tl.minimum(tl.minimum(up, dg), lf)
+    ok = nxt & (mn < float("inf"))
+    mn = tl.where(ok, mn, 0.0)
+    el = tl.exp2(tl.where(ok, mn - lf, -float("inf")))
+    total = tl.exp2(tl.where(ok, mn - up, -float("inf"))) + tl.exp2(tl.where(ok, mn - dg, -float("inf"))) + el
+    return tl.where(ok, el / total, 0.0)
+
+
+@triton.jit
 def _neg_entropy(wu, wd, wl, zu, zd, zl, l2):
     """sum_k w_k log w_k (natural log; log w_k = ln 2 (z_k - log2 Z)): d softmin / d gamma."""
     h = tl.where(wu > 0, wu * (zu - l2), 0.0) + tl.where(wd > 0, wd * (zd - l2), 0.0) \
@@ -239,16 +257,15 @@ def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
 
 
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
-def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, buf_ptr, ud_ptr, wl_ptr,
-                             out_ptr, gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
+def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, buf_ptr, ud_ptr, out_ptr,
+                             gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
                              NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr):
     """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
     grad[b] * E there and gg[b, s] its cells' part of grad[b] * dV/dgamma. R's rows come
     from saved (K = 0, buf is saved) or are recomputed per segment into buf ([K, M] per
     pair; S = 1 then). ud: [2 row parities, 2, M] per pair (E w_up, E w_diag of the row
-    below); wl: [M] per pair. With S > 1 stripe s waits for stripe s + 1's row (flag: rows
-    done) and takes E, w_left and E w_diag of its first column, by row, from bnd
-    ([3, B, S, N + 2])."""
+    below). With S > 1 stripe s waits for stripe s + 1's row (flag: rows done) and takes E
+    and E w_diag of its first column, by row, from bnd ([2, B, S, N + 2])."""
     p = tl.program_id(0).to(tl.int64)
     b = p // S
     s = (S - 1 - p % S).to(tl.int32)
@@ -262,8 +279,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
         seed = tl.load(grad_ptr + b)
         lane = tl.arange(0, BLOCK)
         ud = ud_ptr + b * 4 * M
-        wl_row = wl_ptr + b * M
-        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's three planes (B x S rows)
+        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's two planes (B x S rows)
         mine = bnd_ptr + (b * S + s) * (N + 2)
         right = bnd_ptr + (b * S + s + 1) * (N + 2)
         gsum = tl.zeros((BLOCK,), tl.float32)
@@ -285,24 +301,19 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                 below = ud + (i % 2) * 2 * M  # E w_up, E w_diag of row i + 1
                 here = ud + ((i + 1) % 2) * 2 * M
                 carry = tl.full((), 0.0, tl.float32)  # E[i, j0 + BLOCK]
-                wl_hi = tl.full((), 0.0, tl.float32)  # w_left of cell (i, hi)
                 d_hi = tl.full((), 0.0, tl.float32)  # E w_diag of cell (i + 1, hi)
                 if hi < m:  # stripe s + 1's first column
                     if n - i + 1 > seen:
                         seen = _wait(flag_ptr + b * S + s + 1, n - i + 1, err_ptr)
                     carry = tl.load(right + i, volatile=True)
-                    wl_hi = tl.load(right + plane + i, volatile=True)
-                    d_hi = tl.where(i < n, tl.load(right + 2 * plane + i + 1, volatile=True), 0.0)
+                    d_hi = tl.where(i < n, tl.load(right + plane + i + 1, volatile=True), 0.0)
                 j0 = lo + ((hi - lo - 1) // BLOCK) * BLOCK
                 while j0 >= lo:
                     col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
                     row = col * 0 + i
                     inside = col < hi
                     ok, zu, zd, zl, l2, wu, wd, wlf = _weights(cur, prev, col, i, m, scale)
-                    tl.store(wl_row + col, wlf, mask=inside)
-                    tl.debug_barrier()
-                    w_next = tl.load(wl_row + col + 1, mask=col + 1 < hi, other=0.0)  # w_left of cell j + 1
-                    w_next = tl.where(col + 1 == hi, wl_hi, w_next)
+                    w_next = _left_weight_of_next(cur, prev, col, i, m, scale)
                     a = tl.load(below + col, mask=inside & (row < n), other=0.0)
                     a += tl.load(below + M + col + 1, mask=(col + 1 < hi) & (row < n), other=0.0)
                     a += tl.where(col + 1 == hi, d_hi, 0.0)
@@ -318,8 +329,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                     if (j0 == lo) & (s > 0):  # hand the first column to stripe s - 1
                         first = (col == lo) & ((col * 0 + i) > 0)
                         tl.store(mine + i + col * 0, e, mask=first)
-                        tl.store(mine + plane + i + col * 0, wlf, mask=first)
-                        tl.store(mine + 2 * plane + i + col * 0, e * wd, mask=first)
+                        tl.store(mine + plane + i + col * 0, e * wd, mask=first)
                     j0 -= BLOCK
                 tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
                 if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == 1)):
@@ -393,10 +403,9 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
     gg = costs.new_zeros(B, S)
     buf = saved if full else costs.new_empty(B, checkpoint, M)
     ud = costs.new_empty(B, 4, M)
-    wl = costs.new_empty(B, M)
-    bnd = costs.new_empty(3, B, S, N + 2) if S > 1 else gg
+    bnd = costs.new_empty(2, B, S, N + 2) if S > 1 else gg
     flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)
-    soft_dtw_backward_kernel[(B * S,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, wl, out, gg, bnd,
+    soft_dtw_backward_kernel[(B * S,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd,
                                        flags, flags[B * S:], N, M, N if full else checkpoint, saved.shape[1], band,
                                        checkpoint, S, W, NEED_GAMMA=bool(need_gamma), BLOCK=blk,
                                        num_warps=warps or _warps(blk))
