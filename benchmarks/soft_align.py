@@ -38,6 +38,7 @@ import traceback
 
 import torch
 
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside torch on one GPU: no 75% grab
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import Row, fill_ratios, git_commit, markdown_table, pick_device, report_end, write_json  # noqa: E402
 
@@ -144,8 +145,13 @@ def jax_nw(gap: float, temperature: float):
         return last[N]
 
     batched = jax.vmap(one)
+
+    def loss(s):
+        v = batched(s)
+        return v.sum(), v
+
     fwd = jax.jit(batched)
-    grad = jax.jit(jax.value_and_grad(lambda s: batched(s).sum()))
+    grad = jax.jit(jax.value_and_grad(loss, has_aux=True))  # ((sum, values), gradient)
     return fwd, grad
 
 
@@ -270,7 +276,7 @@ def _jax(device):
         return fwd(as_jax(s)).block_until_ready()
 
     def g(s):
-        v, gr = grad(as_jax(s))
+        (_, v), gr = grad(as_jax(s))
         return v, gr.block_until_ready()
     return (name, "nw", f, g)
 
