@@ -1,11 +1,13 @@
 """Differentiable alignment benchmark (issue 18): soft Needleman-Wunsch and soft-DTW beside peers.
 
-    python benchmarks/soft_align.py [--commit HASH] [--out DIR] [--small] [--runs 5] [--only nw|dtw]
+    python benchmarks/soft_align.py [--commit HASH] [--out DIR] [--small] [--runs 5] [--only nw|dtw|affine|local]
 
 Inputs: float32 random scores [B, N, M] (standard normal, seed 18); soft NW, global, linear
 gap 1.0 per position, temperature 1. Sizes: 64 x 512 x 512, 256 x 128 x 128, 8 x 2,000 x
-2,000 (every peer), 4 x 10,000 x 10,000 (ours alone); ``--small`` runs tiny sizes (a CPU
-smoke test). Each implementation is timed forward alone (no autograd) and forward +
+2,000 (every peer), 4 x 10,000 x 10,000 (ours alone); the affine (global, gaps 1.5 / 0.5)
+and local (linear 1.0) modes at the first size, ours beside the JAX form and plain torch
+(three states, ta.soft_align's recurrences: benchmarks/soft_peers.py); soft-DTW at every
+size, with a double-backward row for ours. ``--small`` runs tiny sizes (a CPU smoke test). Each implementation is timed forward alone (no autograd) and forward +
 backward (the value's gradient with respect to the scores): the median of ``--runs`` runs
 (>= 3; CUDA events), the spread (min..max) and the peak GPU memory of the call above what
 was allocated before it (torch.cuda.max_memory_allocated; JAX's is not seen).
@@ -41,6 +43,7 @@ import torch
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX beside torch on one GPU: no 75% grab
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import Row, fill_ratios, git_commit, markdown_table, pick_device, report_end, write_json  # noqa: E402
+from soft_peers import jax_dp3, jax_nw, torch_dp, torch_dp3  # noqa: E402
 
 import torchalign as ta  # noqa: E402
 
@@ -54,105 +57,24 @@ FAILURES: list[str] = []
 ERRORS: list[str] = []
 
 
-# ------------------------------------------------------------------ the plain torch DP ---
-def torch_dp(scores: torch.Tensor, gap: float, temperature: float, border: str, score_on_gaps: bool) -> torch.Tensor:
-    """Soft DP over anti-diagonals, vectorised over pairs and the cells of a diagonal;
-    differentiable by autograd. V[i, j] = T LSE((V[i-1, j-1] + s) / T, (V[i-1, j] + a s - gap) / T,
-    (V[i, j-1] + a s - gap) / T), a = score_on_gaps; V[0, 0] = 0 and the other border
-    cells: ``charged`` -k gap (NW), ``zero`` 0 (deepblast), ``inf`` -inf (soft-DTW). Value V[N, M]."""
-    B, N, M = scores.shape
-    T = temperature
-    dev, dt = scores.device, scores.dtype
-    neg = torch.tensor(-math.inf, dtype=dt, device=dev)
-    i = torch.arange(N + 1, device=dev)
-
-    def border_at(k):  # V[0, k] at index 0 and V[k, 0] at index k of diagonal k
-        v = torch.full((N + 1,), -math.inf, dtype=dt, device=dev)
-        val = {"charged": -k * gap, "zero": 0.0, "inf": -math.inf}[border] if k else 0.0
-        v[0] = val if k <= M else -math.inf
-        if 0 < k <= N:
-            v[k] = val
-        return v.expand(B, N + 1)
-
-    prev2, prev1 = border_at(0), border_at(1)
-    flat = scores.reshape(B, N * M)
-    for k in range(2, N + M + 1):
-        j = k - i
-        ok = (i >= 1) & (j >= 1) & (j <= M)
-        s = flat[:, ((i - 1).clamp(0, N - 1) * M + (j - 1).clamp(0, M - 1))]
-        s = torch.where(ok, s, torch.zeros_like(s))
-        up = torch.cat([neg.expand(B, 1), prev1[:, :-1]], 1)  # V[i-1, j]
-        dg = torch.cat([neg.expand(B, 1), prev2[:, :-1]], 1)  # V[i-1, j-1]
-        lf = prev1  # V[i, j-1]
-        extra = s if score_on_gaps else torch.zeros_like(s)
-        terms = torch.stack([dg + s, up + extra - gap, lf + extra - gap]) / T
-        mx = terms.max(0).values
-        mx = torch.where(torch.isfinite(mx), mx, torch.zeros_like(mx)).detach()
-        new = T * (mx + torch.log(torch.exp(terms - mx).sum(0)))
-        new = torch.where(ok, new, border_at(k))
-        prev2, prev1 = prev1, new
-    return prev1[:, N]
-
-
-CONVENTIONS = {  # name: (border, score_on_gaps, gap)
-    "nw": ("charged", False, GAP),
-    "deepblast": ("zero", True, GAP),
-    "sdtw": ("inf", True, 0.0),
+AFFINE = (1.5, 0.5)  # the affine workload's gap open / extend (global)
+CONVENTIONS = {  # name: the torch DP of that convention (benchmarks/soft_peers.py)
+    "nw": lambda s: torch_dp(s, GAP, 1.0, "charged", False),
+    "deepblast": lambda s: torch_dp(s, GAP, 1.0, "zero", True),
+    "sdtw": lambda s: torch_dp(s, 0.0, 1.0, "inf", True),
+    "affine": lambda s: torch_dp3(s, *AFFINE, 1.0, "global"),
+    "local": lambda s: torch_dp3(s, GAP, GAP, 1.0, "local"),
 }
+SOFT_ALIGN_ARGS = {"nw": ((GAP,), "global"), "affine": (AFFINE, "global"), "local": ((GAP,), "local")}
 
 
 def reference(scores, convention: str, with_grad: bool):
     """(values, gradient or None) in float64, by the torch DP with autograd."""
-    border, on_gaps, gap = CONVENTIONS[convention]
     s = scores.double().detach().requires_grad_(with_grad)
     with torch.set_grad_enabled(with_grad):
-        v = torch_dp(s, gap, 1.0, border, on_gaps)
+        v = CONVENTIONS[convention](s)
         g = torch.autograd.grad(v.sum(), s)[0] if with_grad else None
     return v.detach(), g
-
-
-# ------------------------------------------------------------------ JAX ------------------
-def jax_nw(gap: float, temperature: float):
-    """(forward, forward + backward) jitted functions of float32 scores [B, N, M]: soft NW by
-    lax.scan over anti-diagonals of one pair, vmap over the batch; ours' convention."""
-    import jax
-    import jax.numpy as jnp
-
-    def one(s):
-        N, M = s.shape
-        i = jnp.arange(N + 1)
-        NEG = -1e30  # finite: no NaN in the gradient of unreachable entries
-
-        def border_at(k):
-            v = jnp.full((N + 1,), NEG, s.dtype)
-            v = v.at[0].set(jnp.where(k <= M, -k * gap, NEG))
-            return jnp.where((i == k) & (k <= N), -k * gap, v)
-
-        def step(carry, k):
-            prev1, prev2 = carry
-            j = k - i
-            ok = (i >= 1) & (j >= 1) & (j <= M)
-            sk = jnp.where(ok, s[jnp.clip(i - 1, 0, N - 1), jnp.clip(j - 1, 0, M - 1)], 0.0)
-            up = jnp.concatenate([jnp.full((1,), NEG, s.dtype), prev1[:-1]])
-            dg = jnp.concatenate([jnp.full((1,), NEG, s.dtype), prev2[:-1]])
-            terms = jnp.stack([dg + sk, up - gap, prev1 - gap]) / temperature
-            new = temperature * jax.nn.logsumexp(terms, axis=0)
-            new = jnp.where(ok, new, border_at(k))
-            return (new, prev1), None
-
-        init = (border_at(1), border_at(0))
-        (last, _), _ = jax.lax.scan(step, init, jnp.arange(2, N + M + 1))
-        return last[N]
-
-    batched = jax.vmap(one)
-
-    def loss(s):
-        v = batched(s)
-        return v.sum(), v
-
-    fwd = jax.jit(batched)
-    grad = jax.jit(jax.value_and_grad(loss, has_aux=True))  # ((sum, values), gradient)
-    return fwd, grad
 
 
 # ------------------------------------------------------------------ timing ---------------
@@ -191,7 +113,7 @@ def _torch(x) -> torch.Tensor:
     if isinstance(x, torch.Tensor):
         return x.detach().double().cpu()
     import numpy as np
-    return torch.from_numpy(np.asarray(x)).double()
+    return torch.from_numpy(np.array(x)).double()  # (a copy: JAX's arrays are read-only)
 
 
 def _check(name, v, g, ref_v, ref_g, ours: bool) -> str:
@@ -206,9 +128,11 @@ def _check(name, v, g, ref_v, ref_g, ours: bool) -> str:
 
 
 # ------------------------------------------------------------------ implementations ------
-def impls_nw(device, B, N, M, ours_only: bool):
-    """[(name, convention, forward(s) -> values, forward+backward(s) -> (values, grad)) or (name, reason)]."""
+def impls_nw(device, B, N, M, ours_only: bool, kind: str = "nw"):
+    """[(name, convention, forward(s) -> values, forward+backward(s) -> (values, grad)) or (name, reason)].
+    kind: "nw" (linear global: every peer), "affine" (global) or "local" (linear): ours, JAX, torch."""
     out = []
+    gaps, mode = SOFT_ALIGN_ARGS[kind]
 
     def fb(f):
         def run(s):
@@ -219,23 +143,24 @@ def impls_nw(device, B, N, M, ours_only: bool):
         return run
 
     if hasattr(ta, "soft_align"):
-        f = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0)  # noqa: E731
-        out.append(("ours soft_align", "nw", f, fb(f)))
+        f = lambda s: ta.soft_align(s, *gaps, mode=mode, temperature=1.0)  # noqa: E731
+        out.append(("ours soft_align", kind, f, fb(f)))
         ck = max(2, int(math.sqrt(N)))
         if "checkpoint" in inspect.signature(ta.soft_align).parameters:
-            fck = lambda s: ta.soft_align(s, GAP, mode="global", temperature=1.0, checkpoint=ck)  # noqa: E731
-            out.append((f"ours soft_align checkpoint={ck}", "nw", fck, fb(fck)))
+            fck = lambda s: ta.soft_align(s, *gaps, mode=mode, temperature=1.0, checkpoint=ck)  # noqa: E731
+            out.append((f"ours soft_align checkpoint={ck}", kind, fck, fb(fck)))
         if hasattr(ta, "soft_alignment"):
-            out.append(("ours soft_alignment (value, P)", "nw", None,
-                        lambda s: ta.soft_alignment(s, GAP, mode="global", temperature=1.0)))
+            out.append(("ours soft_alignment (value, P)", kind, None,
+                        lambda s: ta.soft_alignment(s, *gaps, mode=mode, temperature=1.0)))
     else:
         out.append(("ours soft_align", "soft_align not available (ta.soft_align is not in this build)"))
     if ours_only:
         return out
-    out.append(_deepblast(device, fb, M))
-    out.append(_jax(device))
-    tf = lambda s: torch_dp(s, GAP, 1.0, "charged", False)  # noqa: E731
-    out.append(("plain torch anti-diagonals", "nw", tf, fb(tf)))
+    if kind == "nw":
+        out.append(_deepblast(device, fb, M))
+    out.append(_jax(device, kind))
+    tf = CONVENTIONS[kind]
+    out.append(("plain torch anti-diagonals", kind, tf, fb(tf)))
     return out
 
 
@@ -257,7 +182,7 @@ def _deepblast(device, fb, M):
     return ("deepblast 1.0.2 NeedlemanWunschDecoder", "deepblast", f, fb(f))
 
 
-def _jax(device):
+def _jax(device, kind):
     name = "JAX lax.scan anti-diagonals + vmap, jit"
     try:
         import jax
@@ -266,7 +191,11 @@ def _jax(device):
         return (name, f"not importable: {type(e).__name__}: {e}")
     if device.type == "cuda" and not any(d.platform == "gpu" for d in jax.devices()):
         return (name, "JAX has no GPU here (install jax[cuda12])")
-    fwd, grad = jax_nw(GAP, 1.0)
+    if kind == "nw":
+        fwd, grad = jax_nw(GAP, 1.0)
+    else:
+        gaps, mode = SOFT_ALIGN_ARGS[kind]
+        fwd, grad = jax_dp3(gaps[0], gaps[-1], 1.0, mode)
     cache = {}  # the copy of the scores into JAX happens in the warm-up call, not in the timed ones
 
     def as_jax(s):
@@ -278,7 +207,7 @@ def _jax(device):
     def g(s):
         (_, v), gr = grad(as_jax(s))
         return v, gr.block_until_ready()
-    return (name, "nw", f, g)
+    return (name, kind, f, g)
 
 
 HVP_MODE = "fwd + bwd + double bwd (HVP)"
@@ -360,7 +289,7 @@ def run_workload(kind, device, B, N, M, ours_only, runs, rows):
     g = torch.Generator(device="cpu").manual_seed(SEED)
     scores = torch.randn(B, N, M, generator=g).to(device)
     wl = f"{B} x {N} x {M}"
-    impls = impls_nw(device, B, N, M, ours_only) if kind == "nw" else impls_dtw(device, B, N, M, ours_only)
+    impls = impls_dtw(device, B, N, M, ours_only) if kind == "dtw" else impls_nw(device, B, N, M, ours_only, kind)
     cells = B * N * M
     big = cells > 2e8
     refs = {}
@@ -396,7 +325,7 @@ def run_workload(kind, device, B, N, M, ours_only, runs, rows):
                     FAILURES.append(f"{kind} {wl} {name} {mode} raised {msg}")
                 continue
             note = f"{lo:.3g}..{hi:.3g} ms" + (f", peak {peak / 2**20:.0f} MiB" if device.type == "cuda" else "")
-            ref_name = ("ours soft_align" if kind == "nw" else "ours soft_dtw")
+            ref_name = ("ours soft_dtw" if kind == "dtw" else "ours soft_align")
             rows.append(Row(f"{kind} {wl} {mode}", name, med, cells, "cells/s",
                             ref=None if name == ref_name else ref_name, verified=verified, note=note))
             print(f"  {kind} {wl} {mode:20s} {name:45s} {med:10.3f} ms ({note}) verified {verified}", flush=True)
@@ -410,7 +339,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--small", action="store_true", help="tiny sizes (a CPU smoke test)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per row (>= 3)")
-    ap.add_argument("--only", choices=("nw", "dtw"))
+    ap.add_argument("--only", choices=("nw", "dtw", "affine", "local"))
     args = ap.parse_args()
     device = pick_device()
     runs = max(3, args.runs)
@@ -420,17 +349,20 @@ def main():
           f"torch {torch.__version__}, commit {commit}", flush=True)
     t0 = time.perf_counter()
     rows: list[Row] = []
-    for kind in ("nw", "dtw"):
+    for kind in ("nw", "dtw", "affine", "local"):
         if args.only not in (None, kind):
             continue
-        for size, alone in [(s, False) for s in sizes] + [(s, True) for s in ours_only]:
+        plan = [(s, False) for s in sizes] + [(s, True) for s in ours_only]
+        if kind in ("affine", "local"):  # the issue's other modes: the first size, ours and the JAX form
+            plan = plan[:1]
+        for size, alone in plan:
             try:
                 run_workload(kind, device, *size, alone, runs, rows)
             except Exception as e:  # noqa: BLE001  (keep the other workloads and the record)
                 traceback.print_exc()
                 FAILURES.append(f"{kind} {size} raised {type(e).__name__}: {str(e).splitlines()[0][:300]}")
     fill_ratios(rows)
-    info = {"seed": SEED, "gap": GAP, "temperature": 1.0, "runs": runs, "sizes": sizes + ours_only,
+    info = {"seed": SEED, "gap": GAP, "affine": AFFINE, "temperature": 1.0, "runs": runs, "sizes": sizes + ours_only,
             "wall_s": round(time.perf_counter() - t0, 1), "verification_failures": FAILURES, "peer_errors": ERRORS}
     path = write_json(args.out, "soft_align", device, commit, rows, info, suffix="-small" if args.small else "")
     print()
