@@ -303,6 +303,19 @@ def test_docstring_examples():
 
 
 # ---- the Triton kernels under the interpreter ------------------------------------------------
+try:  # soft_dtw's stripe wait alone, in a kernel of its own (run by an interpreter test)
+    import triton
+    import triton.language as tl
+
+    from torchalign_kernels.soft_dtw import _wait
+
+    @triton.jit
+    def wait_probe(flag, err, out):
+        tl.store(out, _wait(flag, 1, err))
+except ImportError:  # (no triton: the kernel tiers do not run)
+    wait_probe = None
+
+
 # (B, N, M, band, checkpoint, lengths?, BLOCK, stripe): rows of one block, at and across block edges
 # (BLOCK 4 and 16), one row or column, bands, segments, padding; pairs split into stripes of one
 # or two blocks (a wavefront of programs; the backward's stripes only without checkpoints)
@@ -378,6 +391,36 @@ def test_kernels_forward_without_autograd_keeps_no_rows(stripe, kernels_on_cpu, 
     torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
     _, saved = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, -1, 8, False)
     assert saved.shape == (3, 0, 10)
+
+
+@pytest.mark.interpret
+def test_stripe_wait_gives_up_and_poisons(monkeypatch):
+    """A stripe's wait that never sees its counter gives up after SPIN_LIMIT polls, counts
+    the error and waits no more; a launch with an error counted returns NaN, not a number."""
+    import triton.language as tl
+
+    from torchalign_kernels import soft_dtw as K
+
+    monkeypatch.setattr(K, "SPIN_LIMIT", tl.constexpr(5))
+    probe = wait_probe
+    flag, err, out = (torch.zeros(1, dtype=torch.int32) for _ in range(3))
+    probe[(1,)](flag, err, out)
+    assert err.item() == 1 and out.item() == 1 << 30
+    flag[0] = 2
+    probe[(1,)](flag, err, out)
+    assert err.item() == 1 and out.item() == 2
+    B, N, M = 1, 3, 8  # two stripes of 4 columns, the error counter already set
+    costs, gamma = torch.rand(B, N, M), torch.ones(B)
+    n, m = torch.tensor([N]), torch.tensor([M])
+    value, saved, bnd = torch.zeros(B), torch.zeros(B, N, M), torch.zeros(B, 2, N + 1)
+    flags = torch.tensor([0, 0, 1], dtype=torch.int32)
+    K.soft_dtw_forward_kernel[(2,)](costs, gamma, n, m, value, saved, saved, bnd, flags, flags[2:], N, M, N, N, -1, 0,
+                                    2, 4, BLOCK=4)
+    assert value.isnan().all()
+    flags[2] = 0
+    K.soft_dtw_forward_kernel[(2,)](costs, gamma, n, m, value, saved, saved, bnd, flags, flags[2:], N, M, N, N, -1, 0,
+                                    2, 4, BLOCK=4)
+    assert torch.isfinite(value).all()
 
 
 @pytest.mark.interpret

@@ -46,7 +46,7 @@ BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled v
 STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
 STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
-SPIN_LIMIT = tl.constexpr(1 << 24)  # polls of a stripe's wait (~10 s) before its launch gives up (NaN results)
+SPIN_LIMIT = tl.constexpr(1 << 22)  # polls of a stripe's wait (seconds) before its launch gives up (NaN results)
 
 
 @triton.jit
@@ -111,7 +111,8 @@ def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
 def _wait(flag, target, err):
     """Spin until the counter at ``flag`` reaches ``target`` (acquire) and return what it
     read; past SPIN_LIMIT polls count an error (the launch's results are then poisoned with
-    NaN, never left wrong) and return ``target``."""
+    NaN, never left wrong) and return 2^30: the program waits no more (it finishes, wrong
+    but poisoned, instead of timing out again on every row)."""
     seen = tl.atomic_add(flag, 0, sem="acquire")
     spins = 0
     while (seen < target) & (spins < SPIN_LIMIT):
@@ -119,7 +120,7 @@ def _wait(flag, target, err):
         spins += 1
     if seen < target:
         tl.atomic_add(err, 1)
-        seen = target
+        seen = 1 << 30
     return seen
 
 
