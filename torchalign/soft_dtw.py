@@ -56,8 +56,9 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
     CUDA float32 runs Triton kernels (one program per pair, a row per step, the row's
-    left-to-right dependence as a prefix scan); CPU tensors and float64 run vectorised
-    torch over anti-diagonals; the second-order product runs that torch code on any device.
+    left-to-right dependence as a prefix scan; a few long pairs are split into column
+    stripes run as a wavefront; the Hessian-vector product too); CPU tensors and float64
+    run vectorised torch over anti-diagonals.
 
     >>> import torch, torchalign as ta
     >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])   # paths: the diagonal (cost 0), two of cost 1
