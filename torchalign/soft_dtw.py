@@ -52,6 +52,9 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     - ``checkpoint``: K saves every K-th row of R only (memory N / K rows per pair instead
       of N) and recomputes the rows of each segment in the backward (one forward more).
       Without autograd (no_grad, or nothing requires a gradient) no row is saved.
+      Memory beside the costs and their gradient: 4 B per cell saved (float32; 4 / K with
+      checkpoints, plus a [K, M] segment per pair in the backward), O(B x M) scratch; the
+      double backward keeps one more table (its tangents) while it runs.
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
