@@ -191,8 +191,19 @@ def drive_soft_align():
             P.sum().backward()
 
 
+
+def drive_soft_dtw():
+    for m in (10, 100, 200, 300, 600):  # each column block width
+        costs = torch.randn(2, 5, m, requires_grad=True)
+        for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):  # dV/dgamma off, on
+            for checkpoint in (None, 2):
+                ta.soft_dtw(costs, gamma, checkpoint=checkpoint, bandwidth=m).sum().backward()
+        (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
+        grad.sum().backward()  # the Hessian-vector product's kernels
+
+
 DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,
-           drive_soft_align]
+           drive_soft_align, drive_soft_dtw]
 
 
 def record(monkeypatch) -> list:

@@ -10,6 +10,7 @@ from .levenshtein import levenshtein, levenshtein_cdist
 from .primers import kdiff_primers
 from .scoring import Scoring
 from .soft_align import soft_align, soft_alignment
+from .soft_dtw import soft_dtw, soft_dtw_divergence
 from .topk import NearDuplicates, Neighbours, levenshtein_topk, near_duplicates
 from .traceback import Alignment, traceback
 
@@ -25,4 +26,5 @@ __all__ = [
     "Scoring", "Scores", "SearchResult", "align_score", "smith_waterman", "needleman_wunsch", "search",
     "Alignment", "traceback",
     "soft_align", "soft_alignment",
+    "soft_dtw", "soft_dtw_divergence",
 ]

@@ -1,3 +1,3 @@
 """Custom ops (torch.ops.torchalign.*): importing this package registers them."""
 
-from . import align, asm, hamming, levenshtein, primers, soft_align, topk, traceback  # noqa: F401
+from . import align, asm, hamming, levenshtein, primers, soft_align, soft_dtw, topk, traceback  # noqa: F401

@@ -1,0 +1,535 @@
+"""ta.soft_dtw / ta.soft_dtw_divergence (issue 18, item 2): the torch path (CPU) and the
+Triton kernels (interpreter, GPU) against the plain float64 reference, autograd to second
+order, lengths, band, checkpoints, numerics, torch.compile."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import math
+
+import pytest
+import torch
+
+import torchalign as ta
+
+from . import reference_soft_dtw as ref
+from .conftest import set_defaults
+
+
+def _ref(costs, gamma, n=None, m=None, bandwidth=None):
+    """(values, dV/dcosts, dV/dgamma) of the reference, padding left out (zero gradient)."""
+    B, N, M = costs.shape
+    vals, grads, ggs = [], torch.zeros(B, N, M, dtype=torch.float64), []
+    for b in range(B):
+        nb, mb = (N if n is None else int(n[b])), (M if m is None else int(m[b]))
+        c = costs[b, :nb, :mb].double().tolist()
+        g = float(gamma[b] if isinstance(gamma, torch.Tensor) and gamma.dim() else gamma)
+        vals.append(ref.value(c, g, bandwidth))
+        gc, gg = ref.gradient(c, g, bandwidth)
+        grads[b, :nb, :mb] = torch.tensor(gc, dtype=torch.float64)
+        ggs.append(gg)
+    return torch.tensor(vals, dtype=torch.float64), grads, torch.tensor(ggs, dtype=torch.float64)
+
+
+def _ours(costs, gamma, **kw):
+    costs = costs.detach().clone().requires_grad_(True)
+    gamma = torch.as_tensor(gamma, dtype=costs.dtype).clone().requires_grad_(True)
+    v = ta.soft_dtw(costs, gamma, **kw)
+    gc, gg = torch.autograd.grad(v.sum(), (costs, gamma))
+    return v.detach(), gc, gg
+
+
+# (B, N, M, bandwidth, checkpoint, lengths?) : single cells, a row, a column, N != M, bands, segments
+CASES = [(2, 1, 1, None, None, False), (2, 1, 6, None, None, False), (2, 7, 1, None, None, False),
+         (3, 5, 8, None, None, False), (2, 9, 4, None, 2, False), (2, 6, 6, 1, None, False),
+         (2, 9, 8, 2, 4, False), (3, 7, 9, None, None, True), (3, 8, 6, 3, 3, True), (2, 10, 5, None, 3, True)]
+
+
+def _case(B, N, M, with_lengths, seed):
+    g = torch.Generator().manual_seed(seed)
+    costs = torch.randn(B, N, M, generator=g, dtype=torch.float64) * 2
+    gamma = torch.rand(B, generator=g, dtype=torch.float64) + 0.2
+    if not with_lengths:
+        return costs, gamma, None, None
+    n = torch.randint(1, N + 1, (B,), generator=g)
+    m = torch.randint(1, M + 1, (B,), generator=g)
+    n[0], m[0] = N, M
+    return costs, gamma, n, m
+
+
+def _band_ok(n, m, N, M, band):
+    if band is None:
+        return True
+    if n is None:
+        return abs(N - M) <= band
+    return bool(((n - m).abs() <= band).all())
+
+
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths", CASES)
+def test_float64_equals_reference(B, N, M, band, checkpoint, with_lengths):
+    costs, gamma, n, m = _case(B, N, M, with_lengths, seed=N * 100 + M)
+    if not _band_ok(n, m, N, M, band):
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    lengths = None if n is None else (n, m)
+    v, gc, gg = _ours(costs, gamma, lengths=lengths, bandwidth=band, checkpoint=checkpoint)
+    rv, rgc, rgg = _ref(costs, gamma, n, m, band)
+    torch.testing.assert_close(v, rv, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(gc, rgc, rtol=0, atol=1e-9)
+    torch.testing.assert_close(gg, rgg, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths", CASES[3:8])
+def test_float32_equals_reference(B, N, M, band, checkpoint, with_lengths):
+    costs, gamma, n, m = _case(B, N, M, with_lengths, seed=7)
+    lengths = None if n is None else (n, m)
+    if not _band_ok(n, m, N, M, band):
+        pytest.skip("band narrower than the drawn lengths")
+    v, gc, gg = _ours(costs.float(), gamma.float(), lengths=lengths, bandwidth=band, checkpoint=checkpoint)
+    assert v.dtype == torch.float32
+    rv, rgc, rgg = _ref(costs.float(), gamma.float(), n, m, band)
+    torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gc.double(), rgc, rtol=0, atol=1e-4)
+    torch.testing.assert_close(gg.double(), rgg, rtol=1e-4, atol=1e-4)
+
+
+def test_gradcheck_and_gradgradcheck():
+    """First and second order in float64 against finite differences, costs and gamma,
+    with lengths, a band and checkpoints."""
+    g = torch.Generator().manual_seed(3)
+    costs = torch.randn(3, 5, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    gamma = torch.tensor([0.7, 0.3, 1.5], dtype=torch.float64, requires_grad=True)
+    for kw in ({}, dict(lengths=([5, 4, 2], [4, 4, 3]), bandwidth=2, checkpoint=2)):
+        def f(c, gm):
+            return ta.soft_dtw(c, gm, **kw)
+        assert torch.autograd.gradcheck(f, (costs, gamma))
+        assert torch.autograd.gradgradcheck(f, (costs, gamma))
+
+
+def test_gamma_gradient_is_finite_difference():
+    g = torch.Generator().manual_seed(4)
+    costs = torch.randn(2, 5, 7, generator=g, dtype=torch.float64)
+    gamma = torch.tensor(0.4, dtype=torch.float64, requires_grad=True)
+    v = ta.soft_dtw(costs, gamma).sum()
+    (dg,) = torch.autograd.grad(v, gamma)
+    h = 1e-6
+    fd = (ta.soft_dtw(costs, 0.4 + h).sum() - ta.soft_dtw(costs, 0.4 - h).sum()) / (2 * h)
+    assert abs(dg.item() - fd.item()) < 1e-6
+
+
+def test_hessian_vector_product_is_finite_difference_of_gradient():
+    """The double backward (Mensch & Blondel's algorithm) along a direction equals the
+    change of the gradient along it."""
+    g = torch.Generator().manual_seed(5)
+    costs = torch.randn(2, 6, 7, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, 6, 7, generator=g, dtype=torch.float64)
+    (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
+    (hv,) = torch.autograd.grad((grad * v).sum(), costs)
+    h = 1e-6
+
+    def grad_at(c):
+        c = c.detach().requires_grad_(True)
+        return torch.autograd.grad(ta.soft_dtw(c, 0.5).sum(), c)[0]
+    fd = (grad_at(costs + h * v) - grad_at(costs - h * v)) / (2 * h)
+    torch.testing.assert_close(hv, fd, rtol=1e-5, atol=1e-7)
+
+
+def test_padding_takes_no_part():
+    """A padded pair gives the unpadded value and gradient; the padding (even NaN) gets zero gradient."""
+    g = torch.Generator().manual_seed(6)
+    costs = torch.randn(2, 9, 11, generator=g, dtype=torch.float64)
+    n, m = torch.tensor([4, 9]), torch.tensor([11, 3])
+    padded = costs.clone()
+    padded[0, 4:] = float("nan")
+    padded[1, :, 3:] = float("nan")
+    for checkpoint in (None, 2):
+        v, gc, _ = _ours(padded, 0.8, lengths=(n, m), checkpoint=checkpoint)
+        for b in range(2):
+            v1, g1, _ = _ours(costs[b:b + 1, :n[b], :m[b]], 0.8)
+            torch.testing.assert_close(v[b:b + 1], v1, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(gc[b, :n[b], :m[b]], g1[0], rtol=0, atol=1e-12)
+        assert gc[0, 4:].eq(0).all() and gc[1, :, 3:].eq(0).all()
+
+
+def test_checkpoint_saves_fewer_rows_and_equals_full():
+    g = torch.Generator().manual_seed(8)
+    costs = torch.randn(2, 23, 9, generator=g, dtype=torch.float32)
+    n, m = torch.full((2,), 23), torch.full((2,), 9)
+    gamma = torch.full((2,), 0.5)
+    _, saved = torch.ops.torchalign.soft_dtw(costs, gamma, n, m, -1, 5, False)
+    assert saved.shape == (2, 4, 9)  # rows 5, 10, 15, 20
+    full = _ours(costs, 0.5)
+    for k in (1, 5, 22, 23, 100):
+        for a, b in zip(_ours(costs, 0.5, checkpoint=k), full):
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_band_narrower_than_length_difference_raises():
+    costs = torch.randn(1, 4, 9)
+    with pytest.raises(ValueError, match="bandwidth"):
+        ta.soft_dtw(costs, bandwidth=4)
+    assert torch.isfinite(ta.soft_dtw(costs, bandwidth=5)).all()
+    with pytest.raises(ValueError, match="bandwidth"):
+        ta.soft_dtw(torch.randn(2, 6, 6), bandwidth=1, lengths=([6, 6], [6, 3]))
+
+
+def test_band_zero_is_the_diagonal():
+    """bandwidth=0 leaves one path, the diagonal: the value is the trace, the gradient the identity."""
+    costs = torch.randn(2, 5, 5, dtype=torch.float64)
+    v, gc, _ = _ours(costs, 1.0, bandwidth=0)
+    torch.testing.assert_close(v, costs.diagonal(dim1=1, dim2=2).sum(1))
+    torch.testing.assert_close(gc, torch.eye(5, dtype=torch.float64).expand(2, 5, 5))
+
+
+def _dtw(c):
+    """Hard DTW by the plain DP."""
+    n, m = len(c), len(c[0])
+    D = [[math.inf] * (m + 1) for _ in range(n + 1)]
+    D[0][0] = 0.0
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            D[i][j] = c[i - 1][j - 1] + min(D[i - 1][j], D[i - 1][j - 1], D[i][j - 1])
+    return D[n][m]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_small_gamma_and_large_costs_stay_finite(dtype):
+    """gamma down to 1e-3 and costs of magnitude 1e4: no NaN or inf; the value tends to DTW."""
+    g = torch.Generator().manual_seed(9)
+    costs = (torch.rand(3, 12, 17, generator=g, dtype=torch.float64) * 2e4 - 1e4).round()
+    for gamma in (1e-3, 1.0, 100.0):
+        for kw in ({}, dict(bandwidth=6), dict(checkpoint=4)):
+            c = costs.to(dtype).requires_grad_(True)
+            gm = torch.tensor(gamma, dtype=dtype, requires_grad=True)
+            v = ta.soft_dtw(c, gm, **kw)
+            gc, gg = torch.autograd.grad(v.sum(), (c, gm), create_graph=True)
+            assert torch.isfinite(v).all() and torch.isfinite(gc).all() and torch.isfinite(gg).all(), (gamma, kw)
+            (hv,) = torch.autograd.grad(gc.sum(), c)
+            assert torch.isfinite(hv).all(), (gamma, kw)
+    v = ta.soft_dtw(costs.to(dtype), 1e-3)
+    hard = torch.tensor([_dtw(costs[b].tolist()) for b in range(3)], dtype=torch.float64)
+    torch.testing.assert_close(v.double(), hard, rtol=1e-6, atol=0.05)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_inputs_compute_in_float32(dtype):
+    costs = torch.randn(2, 6, 5).to(dtype).requires_grad_(True)
+    v = ta.soft_dtw(costs, 0.5)
+    assert v.dtype == torch.float32
+    v.sum().backward()
+    assert costs.grad.dtype == dtype
+    torch.testing.assert_close(v, ta.soft_dtw(costs.detach().float(), 0.5))
+
+
+def test_divergence_zero_for_equal_series_and_gradients():
+    g = torch.Generator().manual_seed(10)
+    x = torch.randn(3, 6, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(3, 8, 4, generator=g, dtype=torch.float64, requires_grad=True)
+    assert ta.soft_dtw_divergence(x, x, 0.5).eq(0).all()
+    assert ta.soft_dtw_divergence(x, x, 0.5, lengths=([6, 3, 1], [6, 3, 1])).eq(0).all()
+    assert torch.autograd.gradcheck(lambda a, b: ta.soft_dtw_divergence(a, b, 0.7), (x, y))
+    # against the reference with explicit squared Euclidean costs
+    d = ta.soft_dtw_divergence(x, y, 0.7, lengths=([6, 5, 2], [8, 3, 7]))
+    for b, (nx, ny) in enumerate([(6, 8), (5, 3), (2, 7)]):
+        xb, yb = x[b, :nx].detach(), y[b, :ny].detach()
+
+        def sd(a, c):
+            return ref.value(((a[:, None] - c[None]) ** 2).sum(-1).tolist(), 0.7)
+        want = sd(xb, yb) - (sd(xb, xb) + sd(yb, yb)) / 2
+        assert abs(d[b].item() - want) < 1e-9
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda: ta.soft_dtw(torch.randn(2, 3)), ValueError, "costs"),
+    (lambda: ta.soft_dtw(torch.ones(2, 3, 4, dtype=torch.int32)), TypeError, "costs"),
+    (lambda: ta.soft_dtw(torch.randn(2, 0, 4)), ValueError, "costs"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), 0.0), ValueError, "gamma"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), torch.tensor([1.0, -1.0])), ValueError, "gamma"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), torch.ones(3)), ValueError, "gamma"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), "1"), TypeError, "gamma"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), lengths=([3, 4], [4, 4])), ValueError, "lengths"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), lengths=([3, 0], [4, 4])), ValueError, "lengths"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), lengths=([3], [4])), ValueError, "lengths"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), lengths=([3.0, 2.0], [4, 4])), TypeError, "lengths"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), bandwidth=-1), ValueError, "bandwidth"),
+    (lambda: ta.soft_dtw(torch.randn(2, 3, 4), checkpoint=0), ValueError, "checkpoint"),
+    (lambda: ta.soft_dtw_divergence(torch.randn(2, 3, 4), torch.randn(2, 3, 5)), ValueError, "D"),
+    (lambda: ta.soft_dtw_divergence(torch.randn(2, 3), torch.randn(2, 3, 5)), TypeError, "x"),
+])
+def test_bad_input_names_the_argument(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_compiled_forward_and_backward_equal_eager():
+    g = torch.Generator().manual_seed(11)
+    costs = torch.randn(3, 7, 9, generator=g)
+    n, m = torch.tensor([7, 5, 2]), torch.tensor([9, 9, 4])
+
+    def loss(c, gm):
+        return (ta.soft_dtw(c, gm, lengths=(n, m), checkpoint=3, check=False) * torch.arange(1.0, 4.0)).sum()
+
+    compiled = torch.compile(loss, fullgraph=True)
+    results = []
+    for fn in (loss, compiled):
+        c = costs.clone().requires_grad_(True)
+        gm = torch.tensor(0.6, requires_grad=True)
+        out = fn(c, gm)
+        out.backward()
+        results.append((out.detach(), c.grad, gm.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_opcheck():
+    g = torch.Generator().manual_seed(12)
+    costs = torch.randn(2, 4, 5, generator=g, requires_grad=True)
+    gamma = torch.tensor([1.0, 0.5], requires_grad=True)
+    n, m = torch.tensor([4, 3]), torch.tensor([5, 5])
+    for band, k in ((-1, 0), (2, 2)):
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw, (costs, gamma, n, m, band, k, True))
+        saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, band, k, False)[1]
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_backward,
+                              (torch.ones(2, requires_grad=True), costs, gamma, saved, n, m, band, k, True))
+    for k in (0, 2):
+        saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, -1, k, False)[1]
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, n, m, -1, k,
+                                                                 torch.randn(2, 4, 5), torch.randn(2)))
+
+
+def test_docstring_examples():
+    result = doctest.testmod(importlib.import_module("torchalign.soft_dtw"))
+    assert result.attempted > 0 and result.failed == 0
+
+
+# ---- the Triton kernels under the interpreter ------------------------------------------------
+try:  # soft_dtw's stripe wait alone, in a kernel of its own (run by an interpreter test)
+    import triton
+    import triton.language as tl
+
+    from torchalign_kernels.soft_dtw import _wait
+
+    @triton.jit
+    def wait_probe(flag, err, out):
+        tl.store(out, _wait(flag, 1, err))
+except ImportError:  # (no triton: the kernel tiers do not run)
+    wait_probe = None
+
+
+# (B, N, M, band, checkpoint, lengths?, BLOCK, stripe): rows of one block, at and across block edges
+# (BLOCK 4 and 16), one row or column, bands, segments, padding; pairs split into stripes of one
+# or two blocks (a wavefront of programs; the backward's stripes only without checkpoints)
+KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, False, 4, None),
+                (2, 4, 5, None, None, False, 4, None), (2, 6, 9, None, 2, True, 4, None),
+                (3, 5, 17, 12, None, False, 16, None), (2, 7, 33, None, 3, True, 16, None),
+                (2, 9, 1, None, 4, False, 4, None), (2, 8, 8, 2, 3, False, 4, None),
+                (2, 1, 15, None, None, False, 16, None),
+                (2, 5, 13, None, None, False, 4, 4), (3, 6, 17, None, None, True, 4, 8), (2, 7, 9, 3, None, True, 4, 4),
+                (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4), (2, 19, 9, None, None, True, 4, 4)]
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
+def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, kernels_on_cpu, monkeypatch):
+    from torchalign_kernels import soft_dtw as K
+
+    set_defaults(monkeypatch, K.forward, block=block, stripe=stripe)
+    set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
+    costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
+    if with_lengths and band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    lengths = None if n is None else (n, m)
+    kw = dict(lengths=lengths, bandwidth=band, checkpoint=checkpoint)
+    v, gc, gg = _ours(costs.float(), gamma.float(), **kw)  # float32 CPU tensors: the kernels
+    rv, rgc, rgg = _ref(costs.float(), gamma.float(), n, m, band)
+    torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gc.double(), rgc, rtol=0, atol=1e-4)
+    torch.testing.assert_close(gg.double(), rgg, rtol=1e-4, atol=1e-4)
+    cv, cgc, cgg = _ours(costs, gamma, **kw)  # float64: the torch path
+    torch.testing.assert_close(v.double(), cv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gc.double(), cgc, rtol=0, atol=1e-4)
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("B,N,M,band,block,checkpoint", [(2, 5, 7, None, 4, None), (3, 6, 9, None, 16, 2),
+                                                         (2, 7, 7, 2, 4, None), (2, 1, 6, None, 4, None),
+                                                         (2, 6, 1, None, 4, 4)])
+def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, kernels_on_cpu, monkeypatch):
+    """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_hvp as KH
+
+    for fn in (K.forward, K.backward, KH.hvp):
+        set_defaults(monkeypatch, fn, block=block)
+    costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M)
+    if band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    g = torch.Generator().manual_seed(17)
+    v = torch.randn(B, N, M, generator=g, dtype=torch.float64)
+    got = []
+    for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
+        c = costs.to(dtype).requires_grad_(True)
+        gm = gamma.to(dtype).requires_grad_(True)
+        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
+        gc, gg = torch.autograd.grad(value.sum(), (c, gm), create_graph=True)
+        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm)))
+    torch.testing.assert_close(got[0][0].double(), got[1][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[0][1].double(), got[1][1], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("stripe", [None, 4])
+def test_kernels_forward_without_autograd_keeps_no_rows(stripe, kernels_on_cpu, monkeypatch):
+    """Under no_grad the forward keeps two rows in flight and saves none: the same values."""
+    from torchalign_kernels import soft_dtw as K
+
+    set_defaults(monkeypatch, K.forward, block=4, stripe=stripe)
+    costs, gamma, n, m = _case(3, 7, 10, True, seed=18)
+    with torch.no_grad():
+        v = ta.soft_dtw(costs.float(), gamma.float(), lengths=(n, m))
+    rv, _, _ = _ref(costs.float(), gamma.float(), n, m)
+    torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+    _, saved = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, -1, 8, False)
+    assert saved.shape == (3, 0, 10)
+
+
+@pytest.mark.interpret
+def test_stripe_wait_gives_up_and_poisons(monkeypatch):
+    """A stripe's wait that never sees its counter gives up after SPIN_LIMIT polls, counts
+    the error and waits no more; a launch with an error counted returns NaN, not a number."""
+    import triton.language as tl
+
+    from torchalign_kernels import soft_dtw as K
+
+    monkeypatch.setattr(K, "SPIN_LIMIT", tl.constexpr(5))
+    probe = wait_probe
+    flag, err, out = (torch.zeros(1, dtype=torch.int32) for _ in range(3))
+    probe[(1,)](flag, err, out)
+    assert err.item() == 1 and out.item() == 1 << 30
+    flag[0] = 2
+    probe[(1,)](flag, err, out)
+    assert err.item() == 1 and out.item() == 2
+    B, N, M = 1, 3, 8  # two stripes of 4 columns, the error counter already set
+    costs, gamma = torch.rand(B, N, M), torch.ones(B)
+    n, m = torch.tensor([N]), torch.tensor([M])
+    value, saved, bnd = torch.zeros(B), torch.zeros(B, N, M), torch.zeros(B, 2, N + 1)
+    flags = torch.tensor([0, 0, 1], dtype=torch.int32)
+    K.soft_dtw_forward_kernel[(2,)](costs, gamma, n, m, value, saved, saved, bnd, flags, flags[2:], N, M, N, N, -1, 0,
+                                    2, 4, BLOCK=4)
+    assert value.isnan().all()
+    flags[2] = 0
+    K.soft_dtw_forward_kernel[(2,)](costs, gamma, n, m, value, saved, saved, bnd, flags, flags[2:], N, M, N, N, -1, 0,
+                                    2, 4, BLOCK=4)
+    assert torch.isfinite(value).all()
+
+
+@pytest.mark.interpret
+def test_kernels_small_gamma_large_costs(kernels_on_cpu, monkeypatch):
+    from torchalign_kernels import soft_dtw as K
+
+    set_defaults(monkeypatch, K.forward, block=4)
+    set_defaults(monkeypatch, K.backward, block=4)
+    g = torch.Generator().manual_seed(13)
+    costs = (torch.rand(2, 6, 9, generator=g) * 2e4 - 1e4).round()
+    for gamma in (1e-3, 50.0):
+        v, gc, gg = _ours(costs, gamma, bandwidth=4, checkpoint=2)
+        assert torch.isfinite(v).all() and torch.isfinite(gc).all() and torch.isfinite(gg).all()
+        rv, rgc, _ = _ref(costs, torch.full((2,), gamma), bandwidth=4)
+        torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(gc.double(), rgc, rtol=0, atol=1e-4)
+
+
+# ---- GPU ----------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("N,M,checkpoint", [(300, 700, None), (257, 1500, 16), (64, 64, None)])
+def test_gpu_equals_float64(N, M, checkpoint):
+    g = torch.Generator().manual_seed(N + M)
+    costs = torch.randn(4, N, M, generator=g, dtype=torch.float64)
+    n, m = torch.tensor([N, N - 7, 1, N]), torch.tensor([M, M // 2, M, 3])
+    kw = dict(lengths=(n, m), checkpoint=checkpoint)
+    v, gc, gg = _ours(costs.float().cuda(), torch.tensor([1.0, 0.3, 2.0, 0.1]).cuda(), **kw)
+    rv, rgc, rgg = _ours(costs, torch.tensor([1.0, 0.3, 2.0, 0.1], dtype=torch.float64), lengths=(n, m))
+    torch.testing.assert_close(v.cpu().double(), rv, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(gc.cpu().double(), rgc, rtol=0, atol=1e-3)  # (the issue's float32 bound)
+    torch.testing.assert_close(gg.cpu().double(), rgg, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
+    """A few long pairs run as a wavefront of 128-column stripes (one program each); the
+    same numbers as one program per pair."""
+    from torchalign_kernels import soft_dtw as K
+
+    g = torch.Generator().manual_seed(16)
+    costs = torch.randn(3, 200, 1000, generator=g).cuda()
+    lengths = (torch.tensor([200, 150, 7]), torch.tensor([1000, 999, 129]))
+    got = []
+    for stripe in (K.STRIPE, 1 << 30):  # 1 << 30: no stripes
+        monkeypatch.setattr(K, "STRIPE", stripe)
+        got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths))
+    for a, b in zip(*got):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+def test_gpu_10000_by_10000():
+    """One pair of 10,000 x 10,000 forward and backward, full and checkpointed (every 100th
+    row: 100x less saved), against the float64 torch forward on the GPU. ~1.2 GB."""
+    g = torch.Generator(device="cuda").manual_seed(14)
+    costs = torch.rand(1, 10_000, 10_000, generator=g, device="cuda")
+    values, grads = [], []
+    for k in (None, 100):
+        c = costs.clone().requires_grad_(True)
+        v = ta.soft_dtw(c, 0.5, checkpoint=k)
+        v.sum().backward()
+        values.append(v.detach())
+        grads.append(c.grad)
+        assert torch.isfinite(c.grad).all()
+    torch.testing.assert_close(values[0], values[1], rtol=1e-6, atol=0)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5)
+    want = ta.soft_dtw(costs.double(), 0.5)
+    torch.testing.assert_close(values[0].double(), want, rtol=1e-5, atol=0)
+    # each row of E sums to at least ... the path passes every row: row sums of E are >= 1
+    assert (grads[0].sum(2) >= 1 - 1e-3).all()
+
+
+@pytest.mark.gpu
+def test_gpu_pair_past_2_31_cells():
+    """One pair of 46,345^2 > 2^31 cells (int64 offsets inside a pair; ~26 GB): costs 1,000
+    off the diagonal and 0 on it, gamma 0.01: the value is 0 and the gradient the diagonal."""
+    n = 46_345
+    costs = torch.full((1, n, n), 1000.0, device="cuda")
+    costs.diagonal(dim1=1, dim2=2).zero_()
+    costs.requires_grad_(True)
+    v = ta.soft_dtw(costs, 0.01)
+    v.sum().backward()
+    assert abs(v.item()) < 1e-3
+    grad = costs.grad
+    assert (grad.diagonal(dim1=1, dim2=2) - 1).abs().max().item() < 1e-3
+    assert abs(grad.sum().item() - n) < 1.0
+
+
+@pytest.mark.gpu
+def test_gpu_compiled_and_second_order():
+    g = torch.Generator().manual_seed(15)
+    costs = torch.randn(3, 40, 70, generator=g)
+
+    def loss(c, gm):
+        return ta.soft_dtw(c, gm, checkpoint=8).sum()
+
+    out = []
+    for fn in (loss, torch.compile(loss, fullgraph=True)):
+        c = costs.cuda().requires_grad_(True)
+        gm = torch.tensor(0.5, device="cuda", requires_grad=True)
+        v = fn(c, gm)
+        v.backward()
+        out.append((v.detach(), c.grad, gm.grad))
+    for a, b in zip(*out):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+    # double backward on CUDA float32 = on CPU float64
+    hv = []
+    for c in (costs.cuda().requires_grad_(True), costs.double().requires_grad_(True)):
+        (gc,) = torch.autograd.grad(ta.soft_dtw(c, 0.5).sum(), c, create_graph=True)
+        (h,) = torch.autograd.grad((gc * gc).sum(), c)
+        hv.append(h.cpu().double())
+    torch.testing.assert_close(hv[0], hv[1], rtol=1e-3, atol=1e-4)

@@ -1,0 +1,139 @@
+"""The soft-DTW custom ops: forward, backward (itself differentiable) and the Hessian-vector
+product; schemas, fake impls, autograd, and the CPU / CUDA implementations.
+
+``torchalign::soft_dtw(costs, gamma, n, m, bandwidth, checkpoint, check) -> (value, saved)``:
+costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B] (each pair's
+rows and columns), bandwidth (-1: none), checkpoint (0: every row of R is saved, [B, N, M];
+K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by segment in the
+backward). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
+lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
+and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
+saved R (recomputed with checkpoints), so gradgradcheck passes.
+
+CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw, soft_dtw_hvp); CPU
+tensors and float64 CUDA tensors run the torch code of torchalign.cpu.soft_dtw.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..cpu import soft_dtw as cpu
+from .backend import kernels, use_kernels
+
+DEVICES = ("cpu", "cuda")
+
+
+def _triton(costs: Tensor) -> bool:
+    return use_kernels(costs) and costs.dtype == torch.float32
+
+
+def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) -> None:
+    """One host read: gamma > 0, every pair has 1..N rows and 1..M columns, and its last
+    cell lies in the band."""
+    if n.numel() == 0:
+        return
+    facts = torch.stack([n.min(), n.max(), m.min(), m.max(), (n - m).abs().max(), (gamma > 0).all().to(n.dtype)])
+    lo_n, hi_n, lo_m, hi_m, gap, positive = facts.tolist()
+    if not positive:
+        raise ValueError("gamma: every value must be > 0")
+    if lo_n < 1 or hi_n > N:
+        raise ValueError(f"lengths: n must lie in [1, {N}] (costs.shape[1]), found {lo_n}..{hi_n}")
+    if lo_m < 1 or hi_m > M:
+        raise ValueError(f"lengths: m must lie in [1, {M}] (costs.shape[2]), found {lo_m}..{hi_m}")
+    if 0 <= bandwidth < gap:
+        raise ValueError(f"bandwidth={bandwidth} is narrower than a pair's length difference {gap}: its last cell "
+                         f"lies outside the Sakoe-Chiba band; use bandwidth >= {gap} or None")
+
+
+@torch.library.custom_op("torchalign::soft_dtw", mutates_args=(), device_types=DEVICES)
+def soft_dtw(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+             check: bool) -> tuple[Tensor, Tensor]:
+    if check:
+        _check(gamma, n, m, costs.shape[1], costs.shape[2], bandwidth)
+    if _triton(costs):
+        return kernels("soft_dtw").forward(costs, gamma, n, m, bandwidth, checkpoint)
+    return cpu.forward(costs, gamma, n, m, bandwidth, checkpoint)
+
+
+def _saved_shape(costs, checkpoint):
+    B, N, M = costs.shape
+    return (B, N if checkpoint == 0 else N // checkpoint, M)
+
+
+@soft_dtw.register_fake
+def _(costs, gamma, n, m, bandwidth, checkpoint, check):
+    return costs.new_empty(costs.shape[0]), costs.new_empty(_saved_shape(costs, checkpoint))
+
+
+@torch.library.custom_op("torchalign::soft_dtw_backward", mutates_args=(), device_types=DEVICES)
+def soft_dtw_backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor,
+                      bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
+    grad = grad.contiguous()
+    if _triton(costs):
+        return kernels("soft_dtw").backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
+    return cpu.backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
+
+
+@soft_dtw_backward.register_fake
+def _(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma):
+    return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
+
+
+@torch.library.custom_op("torchalign::soft_dtw_hvp", mutates_args=(), device_types=DEVICES)
+def soft_dtw_hvp(costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+                 v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
+    if _triton(costs):
+        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=R)
+    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R)
+
+
+@soft_dtw_hvp.register_fake
+def _(costs, gamma, saved, n, m, bandwidth, checkpoint, v_costs, v_gamma):
+    B = costs.shape[0]
+    return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
+
+
+def _setup(ctx, inputs, output):
+    costs, gamma, n, m, bandwidth, checkpoint, _ = inputs
+    ctx.save_for_backward(costs, gamma, output[1], n, m)
+    ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
+    ctx.mark_non_differentiable(output[1])
+
+
+def _backward(ctx, grad_value, _grad_saved):
+    costs, gamma, saved, n, m = ctx.saved_tensors
+    if grad_value is None:
+        return None, None, None, None, None, None, None
+    g_costs, g_gamma = torch.ops.torchalign.soft_dtw_backward(
+        grad_value, costs, gamma, saved, n, m, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
+    return (g_costs if ctx.needs_input_grad[0] else None, g_gamma if ctx.needs_input_grad[1] else None,
+            None, None, None, None, None)
+
+
+soft_dtw.register_autograd(_backward, setup_context=_setup)
+
+
+def _setup_backward(ctx, inputs, output):
+    grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma = inputs
+    ctx.save_for_backward(grad, costs, gamma, saved, n, m)
+    ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
+
+
+def _double_backward(ctx, v_costs, v_gamma):
+    """The backward op returns grad * (dV/dcosts, dV/dgamma); along (v_costs, v_gamma) its
+    derivative is grad * H v for costs and gamma and dV . v for grad. R (``saved``) gets
+    none: H v already holds the whole derivative through it."""
+    grad, costs, gamma, saved, n, m = ctx.saved_tensors
+    if v_costs is None:
+        v_costs = torch.zeros_like(costs)
+    if v_gamma is None:
+        v_gamma = torch.zeros_like(gamma)
+    hv_costs, hv_gamma, dot = torch.ops.torchalign.soft_dtw_hvp(costs, gamma, saved, n, m, ctx.bandwidth,
+                                                                ctx.checkpoint, v_costs, v_gamma)
+    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None)
+
+
+soft_dtw_backward.register_autograd(_double_backward, setup_context=_setup_backward)

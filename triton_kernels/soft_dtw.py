@@ -1,0 +1,413 @@
+"""Soft-DTW forward and backward sweeps: one program per pair (or per column stripe of a
+long pair), a whole row per step.
+
+Values are held in units of gamma / ln 2 (x * log2(e) / gamma), so every softmin is
+``min - log2(1 + exp2(-|a - b|))`` (one exp2 and one log2) and the combine function of a
+scan needs no gamma. R is stored unscaled (float32).
+
+Forward, row i (1-based), columns j: with A_j = softmin(R[i-1, j], R[i-1, j-1]),
+R[i, j] = c_j + softmin(A_j, R[i, j-1]) is a linear recurrence in the log semiring: cell j
+is the map x -> softmin(p_j, x + q_j) of the cell to its left, (p_j, q_j) = (A_j + c_j, c_j),
+and maps compose in that form: f2(f1(x)) = softmin(softmin(p2, q2 + p1), x + q1 + q2). A
+prefix scan (tl.associative_scan) of the pairs gives the row; rows wider than BLOCK go in
+column blocks, the last R of a block carried into the next.
+
+Backward (Cuturi & Blondel's E sweep), rows n .. 1, column blocks right to left, lanes in
+reversed column order (a forward scan runs right to left): each cell's softmin weights
+(w_up, w_diag, w_left) of its predecessors are recomputed from R (a softmax: three exp2, one
+reciprocal), and E[i, j] = a_j + w_left(i, j + 1) E[i, j + 1] with a_j = E[i+1, j] w_up(i+1, j)
++ E[i+1, j+1] w_diag(i+1, j+1): an affine map of E[i, j + 1], composed by a scan of
+(a, b) pairs. Row i + 1's products E w_up and E w_diag wait in a two-row scratch; w_left of
+the cell to the right is computed again in the lane of cell j (three more exp2 and one
+more load of R, instead of a hand-over through memory and a barrier on the critical path).
+
+Checkpoints (K > 0): the forward keeps two rows in a ring and saves rows K, 2K, ...; the
+backward recomputes each segment of K rows from its saved top row into a [K, M] buffer,
+then sweeps it. Padding (columns >= m, rows > n) is never visited. The value of a pair is
+R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
+
+Stripes: when a few pairs have rows longer than one block, each pair is cut into stripes
+of STRIPE columns, one program each, run as a wavefront: the forward's stripe s takes R of
+stripe s - 1's last column, row by row, the backward's stripe s takes E and E w_diag of
+stripe s + 1's first column, through per-row boundary arrays; a progress counter per
+stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
+A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
+deadlock as long as programs start in id order; a wait that passes SPIN_LIMIT polls gives
+up and the launch's value or gradient comes back NaN (never a silently wrong number).
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
+STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
+STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
+HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
+SPIN_LIMIT = tl.constexpr(1 << 22)  # polls of a stripe's wait (seconds) before its launch gives up (NaN results)
+
+
+@triton.jit
+def _softmin2(a, b):
+    """softmin of two values in gamma / ln 2 units; +inf when both are."""
+    lo = tl.minimum(a, b)
+    hi = tl.maximum(a, b)
+    d = tl.where(hi == float("inf"), float("inf"), hi - lo)
+    return lo - tl.log2(1.0 + tl.exp2(-d))
+
+
+@triton.jit
+def _then(p1, q1, p2, q2):
+    """The map of cells 1 then 2: x -> softmin(softmin(p2, q2 + p1), x + q1 + q2)."""
+    return _softmin2(p2, q2 + p1), q1 + q2
+
+
+@triton.jit
+def _affine(a1, b1, a2, b2):
+    """x -> a1 + b1 x, then y -> a2 + b2 y."""
+    return a2 + b2 * a1, b1 * b2
+
+
+@triton.jit
+def _forward_block(c, prev, col, lo, dg_lo, i, m, scale, band, carry, BLOCK: tl.constexpr):
+    """R[i, col] (gamma / ln 2 units) of one column block of row i: c = its costs (units),
+    prev = R's row i - 1 (row 1: the border 0, inf, inf, ... instead), carry = R[i, col[0] - 1];
+    columns < lo are not this program's: R[i - 1, lo - 1] comes as dg_lo."""
+    row = col * 0 + i  # (scalar conditions as tensors: the interpreter's masks take bool tensors only)
+    inside = col < m
+    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col > lo), other=float("inf")) * scale
+    dg = tl.where(col == lo, dg_lo, dg)
+    p = _softmin2(up, dg) + c
+    q = c
+    if band >= 0:
+        off = tl.abs(i - 1 - col) > band
+        p = tl.where(off, float("inf"), p)
+        q = tl.where(off, float("inf"), q)
+    P, Q = tl.associative_scan((p, q), 0, _then)
+    return _softmin2(P, Q + carry)
+
+
+@triton.jit
+def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
+    """R's row i ([m] values at ``out``) from row i - 1 at ``prev`` (the backward's recompute)."""
+    lane = tl.arange(0, BLOCK)
+    carry = tl.full((), float("inf"), tl.float32)  # R[i, 0]
+    dg_lo = tl.where(i == 1, 0.0, float("inf"))  # R[i - 1, 0]
+    j0 = 0
+    while j0 < m:
+        col = j0 + lane
+        c = tl.load(cost_row + col, mask=col < m, other=0.0) * scale
+        r = _forward_block(c, prev, col, 0, dg_lo, i, m, scale, band, carry, BLOCK)
+        carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
+        tl.store(out + col, r / scale, mask=col < m)
+        j0 += BLOCK
+    tl.debug_barrier()  # the next row reads this one across lanes
+
+
+@triton.jit
+def _wait(flag, target, err):
+    """Spin until the counter at ``flag`` reaches ``target`` (acquire) and return what it
+    read; past SPIN_LIMIT polls count an error (the launch's results are then poisoned with
+    NaN, never left wrong) and return 2^30: the program waits no more (it finishes, wrong
+    but poisoned, instead of timing out again on every row)."""
+    seen = tl.atomic_add(flag, 0, sem="acquire")
+    spins = 0
+    while (seen < target) & (spins < SPIN_LIMIT):
+        seen = tl.atomic_add(flag, 0, sem="acquire")
+        spins += 1
+    if seen < target:
+        tl.atomic_add(err, 1)
+        seen = 1 << 30
+    return seen
+
+
+@triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
+def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, bnd_ptr, flag_ptr,
+                            err_ptr, N, M, buf_rows, n_saved, band, K, S, W, BLOCK: tl.constexpr):
+    """Program (b, s) = divmod(p, S): columns [s W, s W + W) of pair b, row by row, into buf
+    (row i in slot (i - 1) % buf_rows: buf is saved itself with K = 0, a two-row ring
+    otherwise, rows K, 2K, ... then also going to saved); value[b] = R[n, m]. One step per
+    column block of a row; the next step's costs are loaded ahead (their latency hides
+    behind the scan). With S > 1 the stripes of a pair run as a wavefront: stripe s waits
+    for stripe s - 1's row (flag: rows done) and takes its last R of rows i - 1 and i from
+    bnd ([B, S, N + 1], gamma / ln 2 units)."""
+    p = tl.program_id(0).to(tl.int64)
+    b = p // S
+    s = (p % S).to(tl.int32)
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    lo = s * W
+    if lo < m:
+        hi = tl.minimum(lo + W, m)
+        lane = tl.arange(0, BLOCK)
+        cost = cost_ptr + b * N * M
+        blocks = (hi - lo + BLOCK - 1) // BLOCK  # per row
+        steps = n * blocks
+        c_next = tl.load(cost + lo + lane, mask=lo + lane < hi, other=0.0)
+        carry = tl.full((), float("inf"), tl.float32)
+        dg_lo = tl.full((), float("inf"), tl.float32)
+        from_left = tl.full((), float("inf"), tl.float32)  # R[i - 1, lo - 1] (stripes)
+        seen = n * 0  # rows of stripe s - 1 known done
+        left = bnd_ptr + (b * S + s - 1) * (N + 1)  # stripe s - 1's last column, by row
+        t = n * 0  # (a tensor: the interpreter's masks take no Python bools)
+        while t < steps:
+            i = t // blocks + 1
+            jb = t % blocks
+            j0 = lo + jb * BLOCK
+            col = j0 + lane
+            c = c_next * scale
+            t1 = t + 1  # prefetch
+            col1 = lo + (t1 % blocks) * BLOCK + lane
+            c_next = tl.load(cost + (t1 // blocks).to(tl.int64) * M + col1, mask=(col1 < hi) & (col1 * 0 + t1 < steps),
+                             other=0.0)
+            out = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
+            prev = buf_ptr + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
+            if jb == 0:  # the row's first block: R[i, lo - 1] and R[i - 1, lo - 1]
+                carry = tl.full((), float("inf"), tl.float32)
+                dg_lo = tl.where(i == 1, 0.0, float("inf"))
+                if s > 0:
+                    if i > seen:
+                        seen = _wait(flag_ptr + b * S + s - 1, i, err_ptr)
+                    dg_lo = from_left
+                    carry = tl.load(left + i, volatile=True)
+                    from_left = carry
+            r = _forward_block(c, prev, col, lo, dg_lo, i, m, scale, band, carry, BLOCK)
+            if j0 + BLOCK < hi:  # a block of this row follows
+                carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
+            tl.store(out + col, r / scale, mask=col < hi)
+            save = (K > 0) & (i % tl.maximum(K, 1) == 0)
+            extra = saved_ptr + (b * n_saved + tl.where(save, i // tl.maximum(K, 1) - 1, 0)) * M
+            tl.store(extra + col, r / scale, mask=(col < hi) & ((col * 0 + save.to(tl.int32)) != 0))
+            if j0 + BLOCK >= hi:  # the row is done
+                if hi < m:  # hand the last column to stripe s + 1
+                    tl.store(bnd_ptr + (b * S + s) * (N + 1) + i + col * 0, r, mask=col == hi - 1)
+                tl.debug_barrier()  # (and the next row reads this one across lanes)
+                if (hi < m) & ((i % HAND_OFF == 0) | (i == n)):
+                    tl.atomic_xchg(flag_ptr + b * S + s, i, sem="release")
+            t += 1
+        if hi == m:
+            v = tl.load(buf_ptr + (b * buf_rows + (n - 1) % buf_rows) * M + m - 1)
+            bad = tl.load(err_ptr, volatile=True) != 0
+            tl.store(value_ptr + b, tl.where(bad, float("nan"), v))
+
+
+@triton.jit
+def _weights(cur, prev, col, i, m, scale):
+    """Softmin weights of cell (i, col)'s predecessors (up, diagonal, left), a softmax of
+    their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev): (ok, zu, zd, zl,
+    log2 Z, wu, wd, wl), z_k = min - R_k (<= 0; -inf and weight 0 where the cell is off the
+    table, outside the pair or unreachable)."""
+    row = col * 0 + i
+    inside = col < m
+    rc = tl.load(cur + col, mask=inside, other=float("inf")) * scale
+    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+    dg = tl.where((col == 0) & (row == 1), 0.0, dg)
+    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
+    mn = tl.minimum(tl.minimum(up, dg), lf)
+    ok = inside & (rc < float("inf")) & (mn < float("inf"))
+    zu = tl.where(ok, mn - up, -float("inf"))  # <= 0: no overflow
+    zd = tl.where(ok, mn - dg, -float("inf"))
+    zl = tl.where(ok, mn - lf, -float("inf"))
+    eu = tl.exp2(zu)
+    ed = tl.exp2(zd)
+    el = tl.exp2(zl)
+    total = eu + ed + el
+    inv = tl.where(ok, 1.0 / total, 0.0)
+    l2 = tl.log2(tl.where(ok, total, 1.0))  # (dead code, removed by the compiler, where unused)
+    return ok, zu, zd, zl, l2, eu * inv, ed * inv, el * inv
+
+
+@triton.jit
+def _left_weight_of_next(cur, prev, col, i, m, scale):
+    """w_left of cell (i, col + 1): its predecessors' softmax, from R's rows i and i - 1
+    loaded beside the cell's own (R is complete in memory: no hand-over between lanes)."""
+    row = col * 0 + i
+    nxt = col + 1 < m
+    up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf")) * scale
+    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf")) * scale  # (row 0: inf past R[0, 0])
+    lf = tl.load(cur + col, mask=nxt, other=float("inf")) * scale
+    mn = tl.minimum(tl.minimum(up, dg), lf)
+    ok = nxt & (mn < float("inf"))
+    mn = tl.where(ok, mn, 0.0)
+    el = tl.exp2(tl.where(ok, mn - lf, -float("inf")))
+    total = tl.exp2(tl.where(ok, mn - up, -float("inf"))) + tl.exp2(tl.where(ok, mn - dg, -float("inf"))) + el
+    return tl.where(ok, el / total, 0.0)
+
+
+@triton.jit
+def _neg_entropy(wu, wd, wl, zu, zd, zl, l2):
+    """sum_k w_k log w_k (natural log; log w_k = ln 2 (z_k - log2 Z)): d softmin / d gamma."""
+    h = tl.where(wu > 0, wu * (zu - l2), 0.0) + tl.where(wd > 0, wd * (zd - l2), 0.0) \
+        + tl.where(wl > 0, wl * (zl - l2), 0.0)
+    return h * 0.6931471805599453
+
+
+@triton.jit
+def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
+    """Where R's row i - 1 lies in the backward: a saved checkpoint (segment tops), else the buffer."""
+    if (K > 0) & ((i - 1) % tl.maximum(K, 1) == 0) & (i > 1):
+        p = saved + (b * n_saved + (i - 1) // tl.maximum(K, 1) - 1) * M
+    else:
+        p = buf + (b * buf_rows + (i + buf_rows - 2) % buf_rows) * M
+    return p
+
+
+@triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
+def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, buf_ptr, ud_ptr, out_ptr,
+                             gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
+                             NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr):
+    """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
+    grad[b] * E there and gg[b, s] its cells' part of grad[b] * dV/dgamma. R's rows come
+    from saved (K = 0, buf is saved) or are recomputed per segment into buf ([K, M] per
+    pair; S = 1 then). ud: [2 row parities, 2, M] per pair (E w_up, E w_diag of the row
+    below). With S > 1 stripe s waits for stripe s + 1's row (flag: rows done) and takes E
+    and E w_diag of its first column, by row, from bnd ([2, B, S, N + 2])."""
+    p = tl.program_id(0).to(tl.int64)
+    b = p // S
+    s = (S - 1 - p % S).to(tl.int32)
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    lo = s * W
+    if lo < m:
+        hi = tl.minimum(lo + W, m)
+        g = tl.load(gamma_ptr + b)
+        scale = 1.4426950408889634 / g
+        seed = tl.load(grad_ptr + b)
+        lane = tl.arange(0, BLOCK)
+        ud = ud_ptr + b * 4 * M
+        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's two planes (B x S rows)
+        mine = bnd_ptr + (b * S + s) * (N + 2)
+        right = bnd_ptr + (b * S + s + 1) * (N + 2)
+        gsum = tl.zeros((BLOCK,), tl.float32)
+        seen = n * 0  # rows of stripe s + 1 known done
+        seg_len = tl.where(K > 0, K, n)
+        seg = (n - 1) // seg_len
+        i = n
+        while seg >= 0:
+            if K > 0:  # recompute rows seg * K + 1 .. min(seg * K + K, n)
+                r = seg * K + 1
+                while r <= tl.minimum(seg * K + K, n):
+                    prev = _row_above(buf_ptr, saved_ptr, b, r, buf_rows, n_saved, M, K)
+                    out = buf_ptr + (b * buf_rows + (r - 1) % buf_rows) * M
+                    _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, r, m, scale, band, BLOCK)
+                    r += 1
+            while i > seg * seg_len:
+                cur = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
+                prev = _row_above(buf_ptr, saved_ptr, b, i, buf_rows, n_saved, M, K)
+                below = ud + (i % 2) * 2 * M  # E w_up, E w_diag of row i + 1
+                here = ud + ((i + 1) % 2) * 2 * M
+                carry = tl.full((), 0.0, tl.float32)  # E[i, j0 + BLOCK]
+                d_hi = tl.full((), 0.0, tl.float32)  # E w_diag of cell (i + 1, hi)
+                if hi < m:  # stripe s + 1's first column
+                    if n - i + 1 > seen:
+                        seen = _wait(flag_ptr + b * S + s + 1, n - i + 1, err_ptr)
+                    carry = tl.load(right + i, volatile=True)
+                    d_hi = tl.where(i < n, tl.load(right + plane + i + 1, volatile=True), 0.0)
+                j0 = lo + ((hi - lo - 1) // BLOCK) * BLOCK
+                while j0 >= lo:
+                    col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
+                    row = col * 0 + i
+                    inside = col < hi
+                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights(cur, prev, col, i, m, scale)
+                    w_next = _left_weight_of_next(cur, prev, col, i, m, scale)
+                    a = tl.load(below + col, mask=inside & (row < n), other=0.0)
+                    a += tl.load(below + M + col + 1, mask=(col + 1 < hi) & (row < n), other=0.0)
+                    a += tl.where(col + 1 == hi, d_hi, 0.0)
+                    a = tl.where((row == n) & (col == m - 1), seed, a)
+                    A, Bm = tl.associative_scan((a, w_next), 0, _affine)
+                    e = A + Bm * carry
+                    carry = tl.sum(tl.where(lane == BLOCK - 1, e, 0.0), 0)
+                    tl.store(out_ptr + (b * N + i - 1) * M + col, e, mask=inside)
+                    tl.store(here + col, e * wu, mask=inside)
+                    tl.store(here + M + col, e * wd, mask=inside)
+                    if NEED_GAMMA:
+                        gsum += e * _neg_entropy(wu, wd, wlf, zu, zd, zl, l2)
+                    if (j0 == lo) & (s > 0):  # hand the first column to stripe s - 1
+                        first = (col == lo) & ((col * 0 + i) > 0)
+                        tl.store(mine + i + col * 0, e, mask=first)
+                        tl.store(mine + plane + i + col * 0, e * wd, mask=first)
+                    j0 -= BLOCK
+                tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
+                if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == 1)):
+                    tl.atomic_xchg(flag_ptr + b * S + s, n - i + 1, sem="release")
+                i -= 1
+            seg -= 1
+        tl.store(gg_ptr + b * S + s, tl.sum(gsum, 0))
+        if s == 0:
+            if tl.load(err_ptr, volatile=True) != 0:  # a wait timed out: poison, never a wrong gradient
+                tl.store(out_ptr + b * N * M, float("nan"))
+                tl.store(gg_ptr + b * S, float("nan"))
+
+
+def _block(M: int, block: int | None) -> int:
+    return block or next((b for b in BLOCKS if M <= b), BLOCKS[-1])
+
+
+def _warps(block: int) -> int:
+    """Warps per program (a guess to be tuned on the GPU: benchmarks pass ``warps``)."""
+    return max(1, min(8, block // 128))
+
+
+def _plan(costs, M: int, block, stripe, allow_stripes: bool):
+    """(BLOCK, stripe width W, stripes S). One program per pair (S = 1) when the batch fills
+    the GPU or the rows fit one block; else stripes of STRIPE columns (one block each), so a
+    few long pairs still spread over the SMs. ``stripe`` forces a width (a multiple of the block)."""
+    B = costs.shape[0]
+    if stripe is None and allow_stripes and costs.is_cuda and M > max(STRIPE, STRIPE_ABOVE):
+        sms = torch.cuda.get_device_properties(costs.device).multi_processor_count
+        if B < 2 * sms:
+            stripe = STRIPE
+    if stripe is None or not allow_stripes:
+        blk = _block(M, block)
+        return blk, max(M, 1), 1
+    blk = block or stripe
+    if stripe % blk:
+        raise ValueError(f"stripe {stripe} must be a multiple of the block {blk}")
+    return blk, stripe, -(-M // stripe)
+
+
+def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None,
+            stripe: int | None = None):
+    """(value [B], saved): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ... [B, N // K, M].
+    costs float32 [B, N, M] contiguous; gamma float32 [B]; n, m int64 [B]."""
+    B, N, M = costs.shape
+    full = bool(checkpoint == 0)
+    saved = costs.new_empty(B, N if full else N // checkpoint, M)
+    buf = saved if full else costs.new_empty(B, 2, M)
+    value = costs.new_empty(B)
+    if B:
+        blk, W, S = _plan(costs, M, block, stripe, True)
+        bnd = costs.new_empty(B, S, N + 1) if S > 1 else value
+        flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)  # the last one: the error count
+        keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
+        soft_dtw_forward_kernel[(B * S,)](costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags,
+                                          flags[B * S:], N, M, N if full else 2, saved.shape[1], band, checkpoint,
+                                          S, W, BLOCK=blk, num_warps=warps or _warps(blk))
+    return value, saved
+
+
+def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool,
+             block: int | None = None, warps: int | None = None, stripe: int | None = None):
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. Stripes
+    only without checkpoints (a segment's recompute runs left to right, its sweep right to left)."""
+    B, N, M = costs.shape
+    out = torch.zeros_like(costs)
+    if not B:
+        return out, costs.new_zeros(B)
+    full = checkpoint == 0
+    blk, W, S = _plan(costs, M, block, stripe, full)
+    gg = costs.new_zeros(B, S)
+    buf = saved if full else costs.new_empty(B, checkpoint, M)
+    ud = costs.new_empty(B, 4, M)
+    bnd = costs.new_empty(2, B, S, N + 2) if S > 1 else gg
+    flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)
+    soft_dtw_backward_kernel[(B * S,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd,
+                                       flags, flags[B * S:], N, M, N if full else checkpoint, saved.shape[1], band,
+                                       checkpoint, S, W, NEED_GAMMA=bool(need_gamma), BLOCK=blk,
+                                       num_warps=warps or _warps(blk))
+    return out, gg.sum(1)
