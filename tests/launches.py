@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import pkgutil
+from unittest import mock
 
 import torch
 from triton.runtime.jit import JITFunction
@@ -86,6 +87,8 @@ ALPHABETS = [("dna", "AC"), ("dna", DNA), ("dna", "ACGTN"), ("dna", IUPAC), ("pr
 
 
 def drive_alignment():
+    from torchalign_kernels import align_scan
+
     sc = ta.Scoring()
     qs, ts = _seqs(PROTEIN, [3, 5, 1, 0]), _seqs(PROTEIN, [4, 2, 9, 14])  # 9, 14: align_wave
     q, t = ta.encode(qs, "protein"), ta.encode(ts, "protein")
@@ -98,6 +101,8 @@ def drive_alignment():
     dna = ta.Scoring(match=2, mismatch=-3)
     db = ta.encode(_seqs(DNA, [20, 9] + [3, 0, 5, 4] * 40), "dna")  # a long chunk, then two scanned chunks with residues
     ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)
+    with mock.patch.object(align_scan, "use_half2", lambda device: 1):  # the float16 pair scan (opt-in)
+        ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)
     ta.search(ta.encode(["MKV"], "protein"), t, ta.Scoring(match=2000, mismatch=-1, alphabet="protein"), top_k=2)  # wide scores
     ta.search(ta.encode([b"\x00\xff"], "bytes"), ta.encode([b"\xff" * 3, b"A"], "bytes"),
               ta.Scoring(match=1, mismatch=-1, alphabet="bytes"), top_k=2)  # 256 symbols: int32 kernels

@@ -193,10 +193,11 @@ def test_compiles(compiled, kernel, cap):
     assert not over, f"shared memory past sm_{cap}'s {SHARED_LIMIT[cap]} bytes: {over}"
     if kernel == "align_scan.scan_kernel":  # the DPX instructions exactly where the launcher asks for them
         for label, (_, _, ptx, _) in results.items():
-            dpx = "DPX=True" in label
+            dpx, half = "DPX=True" in label, "HALF=1" in label
             assert dpx == ("max.s16x2" in ptx) == ("add.s16x2" in ptx), label
+            assert half == ("max.f16x2" in ptx) == ("add.rn.f16x2" in ptx), label  # (the opt-in float16 pairs)
             assert not dpx or cap >= 90, label
-        assert any("DPX=False" in label for label in results)
+        assert any("DPX=False" in label for label in results) and any("HALF=1" in label for label in results)
 
 
 def test_dpx_needs_sm_90():

@@ -37,7 +37,15 @@ def packed_pair(value: int) -> int:
     return ((v << 16) | v) - (1 << 32) if v >= 0x8000 else (v << 16) | v
 
 
+def packed_half(value: int) -> int:
+    """``value`` as float16 in both halves of an int32 (exact for |value| <= 2048 and -16384)."""
+    v = int(torch.tensor(float(value), dtype=torch.float16).view(torch.int16)) & 0xFFFF
+    return packed_pair(v - 0x10000 if v >= 0x8000 else v)
+
+
 NEG2 = tl.constexpr(packed_pair(NEG16))
+NEG2_HALF = tl.constexpr(packed_half(NEG16))
+HALF_EXACT = 2048  # float16 holds every integer up to 2^11: the half2 path's scores are exact below
 LANES = 32  # lanes per program (2 x LANES sequences per chunk)
 ROWS = 48  # query rows per tile, held in registers
 
@@ -46,9 +54,31 @@ HIGH = tl.constexpr(-(1 << 16))  # 0xFFFF0000: the high halfword
 
 
 @triton.jit
-def _add2(a, b, DPX: tl.constexpr):
-    """Per-halfword a + b (wrapping)."""
-    if DPX:
+def _halves(x):
+    """The two float16 halves of packed int32s (low, high)."""
+    lo = (x & 0xFFFF).to(tl.int16).to(tl.float16, bitcast=True)
+    hi = (x >> 16).to(tl.int16).to(tl.float16, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _packed(lo, hi):
+    """float16 halves back into int32s."""
+    return (lo.to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF) | (hi.to(tl.int16, bitcast=True).to(tl.int32) << 16)
+
+
+@triton.jit
+def _add2(a, b, DPX: tl.constexpr, HALF: tl.constexpr = 0):
+    """Per-halfword a + b: int16 (wrapping; DPX or plain) or, with HALF, float16 (1: add.rn.f16x2,
+    2: the same float16 sums from Triton's float16 arithmetic, for the interpreter)."""
+    if HALF == 1:
+        return tl.inline_asm_elementwise("add.rn.f16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    elif HALF == 2:
+        a_lo, a_hi = _halves(a)
+        b_lo, b_hi = _halves(b)
+        return _packed(a_lo + b_lo, a_hi + b_hi)
+    elif DPX:
         return tl.inline_asm_elementwise("add.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
                                          is_pure=True, pack=1)
     else:  # one 32-bit add, less the carry out of the low half (bit 16 of a ^ b ^ sum)
@@ -57,9 +87,16 @@ def _add2(a, b, DPX: tl.constexpr):
 
 
 @triton.jit
-def _max2(a, b, DPX: tl.constexpr):
-    """Per-halfword signed max."""
-    if DPX:
+def _max2(a, b, DPX: tl.constexpr, HALF: tl.constexpr = 0):
+    """Per-halfword signed max: int16 or, with HALF, float16 (as _add2)."""
+    if HALF == 1:
+        return tl.inline_asm_elementwise("max.f16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    elif HALF == 2:
+        a_lo, a_hi = _halves(a)
+        b_lo, b_hi = _halves(b)
+        return _packed(tl.maximum(a_lo, b_lo), tl.maximum(a_hi, b_hi))
+    elif DPX:
         return tl.inline_asm_elementwise("max.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
                                          is_pure=True, pack=1)
     else:  # each half compared alone in the top 16 bits of a signed max (the low bits 0)
@@ -72,7 +109,7 @@ def _max2(a, b, DPX: tl.constexpr):
 def scan_kernel(
     q_ptr, q_off_ptr, q0, n_q, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
     scratch_ptr, scratch_stride, best_ptr, best_stride, neg_open, neg_extend, pad,
-    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr,
+    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr,
 ):
     """Program p scans chunk chunk0 + p // n_q against query qi = q0 + p % n_q, q[q_off[qi] :
     q_off[qi + 1]]: chunk-major, so the longest chunks of every query start first and a
@@ -97,7 +134,10 @@ def scan_kernel(
     len_a = tl.load(len_ptr + rank, mask=rank < n_seqs, other=0).to(tl.int32)
     len_b = tl.load(len_ptr + rank + LANES, mask=rank + LANES < n_seqs, other=0).to(tl.int32)
     zero = tl.zeros((LANES,), tl.int32)
-    neg = zero + NEG2
+    if HALF:
+        neg = zero + NEG2_HALF
+    else:
+        neg = zero + NEG2
     col = db_ptr + base + lane
     row_at = scratch_ptr + qn * scratch_stride + base + lane
     best = zero
@@ -129,10 +169,10 @@ def scan_kernel(
             new_e = ()
             for r in tl.static_range(ROWS):
                 s = tl.load(rows[r] + idx)
-                e = _max2(_add2(hs[r], neg_open, DPX), _add2(es[r], neg_extend, DPX), DPX)
-                f = _max2(_add2(h_up, neg_open, DPX), _add2(f_up, neg_extend, DPX), DPX)
-                h = _max2(_max2(_add2(diag, s, DPX), e, DPX), _max2(f, zero, DPX), DPX)
-                best = _max2(best, h, DPX)
+                e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
+                f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
+                h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
+                best = _max2(best, h, DPX, HALF)
                 diag = hs[r]
                 h_up = h
                 f_up = f
@@ -147,13 +187,16 @@ def scan_kernel(
     tl.store(best_ptr + qn * best_stride + c * LANES + lane, best)
 
 
-def pair_table(table, pad_score: int):
+def pair_table(table, pad_score: int, half: bool = False):
     """int32 [S + 1, (S + 1)^2]: entry [q, a * (S + 1) + b] holds table[q, a] in the low and
-    table[q, b] in the high 16 bits; code S is the pad, scoring ``pad_score``. (S + 1)^3
-    entries: 68 MB for 256 symbols (the op sends such tables to the int32 kernels)."""
+    table[q, b] in the high 16 bits (as int16, or with ``half`` as float16); code S is the
+    pad, scoring ``pad_score``. (S + 1)^3 entries: 68 MB for 256 symbols (the op sends such
+    tables to the int32 kernels)."""
     size = table.shape[0] + 1
     t = torch.full((size, size), pad_score, dtype=torch.int32, device=table.device)
     t[:-1, :-1] = table
+    if half:  # the float16 bit patterns (exact: |scores| <= HALF_EXACT and the pad, a power of 2)
+        t = t.to(torch.float16).view(torch.int16).to(torch.int32)
     lo = t[:, :, None].expand(size, size, size)
     hi = t[:, None, :].expand(size, size, size)
     return ((hi << 16) | (lo & 0xFFFF)).reshape(size, size * size).contiguous()
@@ -168,32 +211,44 @@ def dpx_for(capability: tuple[int, int]) -> bool:
     return tuple(capability) >= DPX_CAPABILITY and os.environ.get("TORCHALIGN_NO_DPX") != "1"
 
 
+def use_half2(device: torch.device) -> int:
+    """The HALF constexpr: 0 (int16) unless TORCHALIGN_SCAN_HALF2=1 asks for the float16 pair
+    path (CUDASW++'s pre-Hopper arithmetic; opt-in until measured on a GPU): then 1 on CUDA
+    (add/max.f16x2, sm_80 and later), 2 elsewhere (the interpreter: Triton's float16 ops)."""
+    if os.environ.get("TORCHALIGN_SCAN_HALF2") != "1":
+        return 0
+    return 1 if device.type == "cuda" else 2
+
+
 def use_dpx(device: torch.device) -> bool:
     """dpx_for the device's compute capability; False off CUDA (the interpreter)."""
     return device.type == "cuda" and dpx_for(torch.cuda.get_device_capability(device))
 
 
 def scan_queries(q_codes, q_offsets, q0: int, q1: int, pairs, packed, chunk0: int, scratch, gap_open: int,
-                 gap_extend: int, rows: int | None = None):
+                 gap_extend: int, rows: int | None = None, half: int = 0):
     """Best local scores of queries q0..q1 against every sequence of chunks chunk0.. of
     ``packed`` (a PackedBatch of 2 x lanes lanes), in one launch: int32 [q1 - q0, chunks x 2
     lanes] in packed (sorted) order, the sequences of chunks before chunk0 left at 0.
-    ``pairs``: pair_table(table, NEG16); ``scratch``: int32, (q1 - q0) x packed.codes.numel()."""
+    ``pairs``: pair_table(table, NEG16, half > 0); ``scratch``: int32, (q1 - q0) x
+    packed.codes.numel(); ``half``: use_half2's mode (0: int16 scores, wrapping past 32767;
+    else float16, exact up to HALF_EXACT)."""
     n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0
     slots = packed.codes.numel()
     if scratch.numel() < n_q * slots:
         raise ValueError(f"scan_queries: scratch holds {scratch.numel()} int32, {n_q} queries need {n_q * slots}")
     best = torch.zeros((n_q, n_chunks * lanes), dtype=torch.int32, device=q_codes.device)
     if n_q > 0 and n_chunks > chunk0 and slots and q_codes.numel():  # (else every best is 0)
-        width = pairs.shape[0]
+        width, pack = pairs.shape[0], packed_half if half else packed_pair
         scan_kernel[((n_chunks - chunk0) * n_q,)](
             q_codes, q_offsets, q0, n_q, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
             packed.lengths, packed.lengths.numel(), chunk0, scratch, slots, best, n_chunks * lanes,
-            packed_pair(-gap_open), packed_pair(-gap_extend), width - 1,
-            ROWS=rows or ROWS, LANES=lanes, DPX=use_dpx(q_codes.device), num_warps=max(1, lanes // 32),
+            pack(-gap_open), pack(-gap_extend), width - 1,
+            ROWS=rows or ROWS, LANES=lanes, DPX=False if half else use_dpx(q_codes.device), HALF=half,
+            num_warps=max(1, lanes // 32),
         )
     # lane l of a chunk: slot l in the low half, slot l + lanes in the high half
-    per_chunk = best.view(n_q, -1, lanes)
-    lo = (per_chunk << 16) >> 16
-    hi = per_chunk >> 16
-    return torch.cat([lo, hi], dim=2).reshape(n_q, -1)
+    halves = best.view(n_q, -1, lanes, 1).view(torch.int16)  # [..., (low, high)]
+    if half:
+        halves = halves.view(torch.float16)
+    return halves.to(torch.int32).transpose(2, 3).reshape(n_q, -1)

@@ -147,7 +147,7 @@ class _Scan:
     2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan; the rest
     scanned in slices of chunks whose scratch (4 B per packed slot) fits SCAN_SCRATCH_BYTES."""
 
-    def __init__(self, d_codes, d_offsets, table):
+    def __init__(self, d_codes, d_offsets, table, gap_open: int, gap_extend: int):
         self.k = kernels("align_scan")
         p = self.packed = packed(d_codes, d_offsets, 2 * self.k.LANES)  # once per database
         host = torch.cat([p.chunk_offsets, p.chunk_lengths]).tolist()  # one read: the chunks' offsets and lengths
@@ -164,9 +164,15 @@ class _Scan:
             self.slices.append((c0, c1, part))
             c0 = c1
         self.slots = max([offs[c1] - offs[c0] for c0, c1, _ in self.slices], default=0)
-        self.pairs = self.k.pair_table(table, self.k.NEG16)
+        top = max(int(table.max()) if table.numel() else 0, 0)
+        small = int(table.abs().max()) if table.numel() else 0
+        # float16 pairs (opt-in) where the scores, the gaps and their sums are exact integers in float16
+        exact = max(small, gap_open + gap_extend) <= self.k.HALF_EXACT // 2
+        self.half = self.k.use_half2(d_codes.device) if exact else 0
+        self.pairs = self.k.pair_table(table, self.k.NEG16, self.half > 0)
         self.scratch = []  # one per stream in use
-        self.limit = 32767 - max(int(table.max()) if table.numel() else 0, 0)  # above: may have wrapped
+        # above the limit a score may have wrapped (int16) or been rounded (float16): recomputed in int32
+        self.limit = (self.k.HALF_EXACT if self.half else 32767) - top
 
     def scores(self, q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend):
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
@@ -190,8 +196,8 @@ class _Scan:
                 for c0, c1, part in self.slices:
                     a, b = c0 * per_chunk, min(self.n, c1 * per_chunk)
                     by_rank[g0 - q0 : g1 - q0, a:b] = self.k.scan_queries(
-                        q_codes, q_offsets, g0, g1, self.pairs, part, 0, self.scratch[s], gap_open, gap_extend
-                    )[:, : b - a]
+                        q_codes, q_offsets, g0, g1, self.pairs, part, 0, self.scratch[s], gap_open, gap_extend,
+                        half=self.half)[:, : b - a]
         if dev.type == "cuda":
             for stream in [long_stream] + scan_streams:
                 torch.cuda.current_stream(dev).wait_stream(stream)
@@ -217,7 +223,8 @@ def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tenso
     dev = q_codes.device
     keys = torch.empty((n_q, k), dtype=torch.int64, device=dev)
     targets = torch.arange(n_d, device=dev)
-    scan = _Scan(d_codes, d_offsets, table) if _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) else None
+    narrow = _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode)
+    scan = _Scan(d_codes, d_offsets, table, gap_open, gap_extend) if narrow else None
     per = max(1, (PAIRS_PER_LAUNCH if scan is not None else PAIRS_PER_STEP) // max(n_d, 1))
     for q0 in range(0, n_q, per):
         q1 = min(n_q, q0 + per)
