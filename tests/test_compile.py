@@ -14,9 +14,10 @@ rule for the target (align_scan.dpx_for) and also False (TORCHALIGN_NO_DPX=1).
 Time: the front end (TTIR, TTGIR) is most of a compile (the alignment kernels' 48 unrolled
 rows: seconds each). Triton's TTGIR passes that differ between targets act on tensor-core
 dots (and TMA descriptors, which no kernel here uses), so a variant whose sm_80 TTGIR has
-no tt.dot runs its front end once, for sm_80, and every other target takes that TTGIR
-through its own back end (LLVM IR, PTX, ptxas); test_ttgir_without_dots_is_the_same_on_every_target
-checks the premise. Variants with dots run the front end per Triton pipeline family
+no tt.dot runs its front end once, for sm_80; sm_86 and sm_89 take sm_80's PTX (the same
+but for its .target line) through ptxas alone, and sm_90 and later take that TTGIR through
+their own back end (LLVM IR, PTX, ptxas); test_ttgir_without_dots_is_the_same_on_every_target
+checks both premises. Variants with dots run the front end per Triton pipeline family
 (capability // 10: sm_80 for sm_86 and sm_89, sm_90, sm_100). Compiles run in one process
 per core; Triton's cache (TRITON_CACHE_DIR) keeps them between runs.
 """
@@ -49,6 +50,9 @@ TARGETS = [int(c) for c in os.environ.get("TORCHALIGN_COMPILE_TARGETS", "80,86,8
 # the most shared memory one block may use, by compute capability (CUDA programming guide)
 SHARED_LIMIT = {80: 163 << 10, 86: 99 << 10, 89: 99 << 10, 90: 227 << 10, 100: 227 << 10}
 KERNELS = sorted(launches.kernels())
+# Triton's own ptxas (the one its back end runs)
+PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+SAME_PTX = (86, 89)  # Ampere and Ada take sm_80's PTX unchanged but for .target (checked below): ptxas only
 
 
 def _compile(job):
@@ -56,6 +60,7 @@ def _compile(job):
     is (cap, options, source): source is the kernel, its signature, constexprs and
     attributes (front end and back end), or another target's TTGIR (back end only)."""
     import importlib
+    import subprocess
     import tempfile
 
     import triton
@@ -64,6 +69,18 @@ def _compile(job):
 
     cap, options, source = job
     try:
+        if isinstance(source, tuple) and source[0] == "ptx":  # sm_80's PTX through this target's ptxas
+            _, ptx, shared = source
+            ptx = re.sub(r"\.target sm_\d+", f".target sm_{cap}", ptx)
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "kernel.ptx")
+                with open(path, "w") as f:
+                    f.write(ptx)
+                done = subprocess.run([PTXAS, f"-arch=sm_{cap}", path, "-o", os.path.join(tmp, "kernel.cubin")],
+                                      capture_output=True, text=True)
+            if done.returncode:
+                return f"PTXASError: {done.stderr[:3000]}", 0, "", ""
+            return None, shared, ptx, ""
         if isinstance(source, str):
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "kernel.ttgir")
@@ -168,9 +185,11 @@ def compiled(request):
         rest = []
         for kernel, cap in (want - fronts) & found.keys():
             for label, (options, source) in found[(kernel, cap)].items():
-                err, _, _, ttgir = out[(kernel, 80)].get(label, (None, 0, "", ""))
+                err, shared, ptx, ttgir = out[(kernel, 80)].get(label, (None, 0, "", ""))
                 if err:
                     out[(kernel, cap)][label] = (f"the front end (sm_80) failed: {err}", 0, "", "")
+                elif ptx and cap in SAME_PTX:
+                    rest.append(((kernel, cap), label, (cap, options, ("ptx", ptx, shared))))
                 elif not ttgir or ("tt.dot" in ttgir and cap // 10 != 8):  # (no sm_80 variant: DPX=True)
                     rest.append(((kernel, cap), label, (cap, options, source)))
                 else:
@@ -226,5 +245,9 @@ def test_ttgir_without_dots_is_the_same_on_every_target(kernel):
     """The premise of the back-end-only compiles: without tensor-core dots, every target's
     front end gives sm_80's TTGIR (the same operations; checked on small kernels with loops)."""
     label = next(iter(variants()[(kernel, 80)]))
-    ops = {cap: _ops(_compile((cap, *variants()[(kernel, cap)][label]))[3]) for cap in TARGETS if known(cap)}
+    full = {cap: _compile((cap, *variants()[(kernel, cap)][label])) for cap in TARGETS if known(cap)}
+    ops = {cap: _ops(ttgir) for cap, (_, _, _, ttgir) in full.items()}
     assert ops[80] and all(o == ops[80] for o in ops.values()), label
+    # and the premise of the ptxas-only compiles: Ampere's and Ada's PTX is sm_80's but for .target
+    ptx = {cap: re.sub(r"\.target sm_\d+", "", p) for cap, (_, _, p, _) in full.items()}
+    assert all(ptx[cap] == ptx[80] for cap in SAME_PTX if cap in ptx), label
