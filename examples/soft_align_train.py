@@ -19,21 +19,14 @@ from pathlib import Path
 import torch
 
 import torchalign as ta
+from torchalign.io import iter_records
 
 AA = "ARNDCQEGHILKMFPSTWYV"  # the first 20 codes of ta.PROTEIN (BLOSUM order)
 DATA = Path(ta.__file__).parent / "data" / "proteome_HG003687.fa"
 
 
 def proteins(length: int) -> list[str]:
-    seqs, cur = [], []
-    for line in DATA.read_text().splitlines():
-        if line.startswith(">"):
-            if cur:
-                seqs.append("".join(cur))
-            cur = []
-        else:
-            cur.append(line.strip())
-    seqs.append("".join(cur))
+    seqs = [seq for _, seq in iter_records(DATA)]
     return [s[:length] for s in seqs if len(s) >= length and set(s[:length]) <= set(AA)]
 
 

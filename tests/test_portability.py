@@ -62,13 +62,15 @@ def test_the_launcher_passes_the_choice(monkeypatch):
 
 # ---- the plain halfword arithmetic: the same integers as add/max.s16x2 ---------------------
 @triton.jit
-def _halfwords_kernel(a_ptr, b_ptr, add_ptr, max_ptr, n, DPX: tl.constexpr, BLOCK: tl.constexpr):
+def _halfwords_kernel(a_ptr, b_ptr, add_ptr, max_ptr, n, DPX: tl.constexpr, BLOCK: tl.constexpr,
+                      HALF: tl.constexpr = 0):
+    """_add2 and _max2 of each word pair (HALF: the float16 pairs, tests/test_scan_half2.py)."""
     i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = i < n
     a = tl.load(a_ptr + i, mask=ok, other=0)
     b = tl.load(b_ptr + i, mask=ok, other=0)
-    tl.store(add_ptr + i, _add2(a, b, DPX), mask=ok)
-    tl.store(max_ptr + i, _max2(a, b, DPX), mask=ok)
+    tl.store(add_ptr + i, _add2(a, b, DPX, HALF), mask=ok)
+    tl.store(max_ptr + i, _max2(a, b, DPX, HALF), mask=ok)
 
 
 def _halfword_cases(n: int = 3000, seed: int = 0):
@@ -89,10 +91,10 @@ def _numpy_halfwords(a, b):
             np.maximum(ha, hb).astype(np.int16).reshape(-1).view(np.int32))
 
 
-def _run_halfwords(a, b, device, dpx: bool):
+def _run_halfwords(a, b, device, dpx: bool, half: int = 0):
     ta_, tb = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
     add, mx = torch.empty_like(ta_), torch.empty_like(ta_)
-    _halfwords_kernel[(triton.cdiv(a.size, 1024),)](ta_, tb, add, mx, a.size, DPX=dpx, BLOCK=1024)
+    _halfwords_kernel[(triton.cdiv(a.size, 1024),)](ta_, tb, add, mx, a.size, DPX=dpx, BLOCK=1024, HALF=half)
     return add.cpu().numpy(), mx.cpu().numpy()
 
 

@@ -11,24 +11,12 @@ import random
 import numpy as np
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 import torchalign as ta
 from torchalign_kernels import align_scan
-from torchalign_kernels.align_scan import _add2, _max2
 
 from .align_cases import rand_protein, related
-
-
-@triton.jit
-def _half_kernel(a_ptr, b_ptr, add_ptr, max_ptr, n, HALF: tl.constexpr, BLOCK: tl.constexpr):
-    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    ok = i < n
-    a = tl.load(a_ptr + i, mask=ok, other=0)
-    b = tl.load(b_ptr + i, mask=ok, other=0)
-    tl.store(add_ptr + i, _add2(a, b, False, HALF), mask=ok)
-    tl.store(max_ptr + i, _max2(a, b, False, HALF), mask=ok)
+from .test_portability import _run_halfwords
 
 
 def _cases(n: int, seed: int = 0):
@@ -42,10 +30,8 @@ def _cases(n: int, seed: int = 0):
 
 
 def _run(a, b, device, half: int):
-    ta_, tb = torch.from_numpy(a).to(device), torch.from_numpy(b).to(device)
-    add, mx = torch.empty_like(ta_), torch.empty_like(ta_)
-    _half_kernel[(triton.cdiv(a.size, 1024),)](ta_, tb, add, mx, a.size, HALF=half, BLOCK=1024)
-    return add.cpu().numpy().view(np.float16), mx.cpu().numpy().view(np.float16)
+    add, mx = _run_halfwords(a, b, device, False, half)
+    return add.view(np.float16), mx.view(np.float16)
 
 
 def _want(a, b):

@@ -164,8 +164,8 @@ class _Scan:
             self.slices.append((c0, c1, part))
             c0 = c1
         self.slots = max([offs[c1] - offs[c0] for c0, c1, _ in self.slices], default=0)
-        top = max(int(table.max()) if table.numel() else 0, 0)
-        small = int(table.abs().max()) if table.numel() else 0
+        top, small = torch.stack([table.max(), table.abs().max()]).tolist() if table.numel() else (0, 0)
+        top = max(top, 0)
         # float16 pairs (opt-in) where the scores, the gaps and their sums are exact integers in float16
         exact = max(small, gap_open + gap_extend) <= self.k.HALF_EXACT // 2
         self.half = self.k.use_half2(d_codes.device) if exact else 0
