@@ -51,6 +51,12 @@ def recording(monkeypatch):
     from torchalign_kernels import align, align_scan, align_wave
 
     monkeypatch.setattr(JITFunction, "run", run)
+    # nothing runs, so outputs keep what they were allocated with, and some launches depend on
+    # them (search's ends: the pairs its top-k picked, aligned by one kernel or the other by
+    # their lengths): zeros, so that every recording takes the same launches
+    empty, empty_like = torch.empty, torch.empty_like
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: empty(*a, **k).zero_())
+    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: empty_like(*a, **k).zero_())
     for m in pkgutil.iter_modules(ops.__path__):
         mod = importlib.import_module(f"torchalign.ops.{m.name}")
         if hasattr(mod, "use_kernels"):
@@ -92,9 +98,12 @@ def drive_alignment():
     sc = ta.Scoring()
     qs, ts = _seqs(PROTEIN, [3, 5, 1, 0]), _seqs(PROTEIN, [4, 2, 9, 14])  # 9, 14: align_wave
     q, t = ta.encode(qs, "protein"), ta.encode(ts, "protein")
+    short = ta.encode(_seqs(PROTEIN, [4, 2, 5, 3]), "protein")  # every target under 6: align_kernel alone
     long_q = ta.encode(_seqs(PROTEIN, [33 * 48]), "protein")  # more than 32 row tiles: align_wave's wide variant
     for mode in ("local", "global", "semiglobal"):
         ta.align_score(q, t, sc, mode)  # TRACK
+        ta.align_score(q, short, sc, mode)
+        ta.search(q, short, sc, top_k=2, mode=mode)
         ta.align_score(long_q, ta.encode(_seqs(PROTEIN, [7]), "protein"), sc, mode)
         ta.search(q, t, sc, top_k=2, mode=mode)  # global / semiglobal: no TRACK
         ta.search(long_q, t, sc, top_k=1, mode=mode)

@@ -57,19 +57,9 @@ def _warm(worker: int, workers: int) -> int:
 
     from . import launches
 
-    from torchalign import ops
-    from torchalign_kernels import align
-
-    routing = align.LONG_TARGET, ops.align.SCAN_LONG, ops.align.SCAN_WAVE
     torch.set_num_threads(1)  # (16 workers with torch's default thread count each: the suspected cause of the 170 s)
     with pytest.MonkeyPatch.context() as monkeypatch:
         seen = launches.record(monkeypatch)
-    with pytest.MonkeyPatch.context() as monkeypatch, launches.recording(monkeypatch) as more:
-        # the recording sends short pairs to align_wave; the tests' pairs take align_kernel in every mode too
-        for module, name, value in zip((align, ops.align, ops.align), ("LONG_TARGET", "SCAN_LONG", "SCAN_WAVE"), routing):
-            monkeypatch.setattr(module, name, value)
-        launches.drive_alignment()
-    seen += more
     dpx = align_scan.dpx_for(torch.cuda.get_device_capability())
     mine = _jobs(seen)[worker::workers]
     for fn, args, kwargs in mine:

@@ -240,6 +240,20 @@ def _ops(ttgir: str) -> list[str]:
     return sorted(re.findall(r"\b(?:arith|math|tt|ttg|ttng|scf|cf|gpu|nvgpu)\.[a-z_.]+", ttgir))
 
 
+@pytest.mark.parametrize("kernel", ["align.align_kernel", "align_wave.align_wave_kernel", "align_scan.scan_kernel"])
+def test_unrolled_gathers_are_inline_ptx(kernel):
+    """The alignment kernels' unrolled substitution-score gathers (ROWS per column) reach the
+    compiler as inline PTX loads, not tt.load: Triton's coalescing pass walks the kernel's whole
+    def-use slice once per tt.load, which was most of these kernels' compile time (NOTES.md)."""
+    from torchalign_kernels.align import ROWS
+
+    label, (options, source) = next(iter(variants()[(kernel, 80)].items()))
+    err, _, _, ttgir = _compile((80, options, source))
+    assert err is None, err
+    # with tt.load: a score gather per row and a query-code load per row (2 ROWS and a few)
+    assert len(re.findall(r"\btt\.load\b", ttgir)) < 2 * ROWS, label
+
+
 @pytest.mark.parametrize("kernel", ["levenshtein.levenshtein_rows_kernel", "traceback.traceback_walk_kernel"])
 def test_ttgir_without_dots_is_the_same_on_every_target(kernel):
     """The premise of the back-end-only compiles: without tensor-core dots, every target's

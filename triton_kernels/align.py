@@ -20,6 +20,7 @@ Pure: imports only torch and triton.
 """
 
 import contextlib
+import os
 
 import torch
 import triton
@@ -56,6 +57,35 @@ def _code(c, inside, pad):
     return tl.where(inside, tl.minimum(c, pad), pad)
 
 
+# The tile's unrolled gathers (ROWS query codes, ROWS substitution scores per column) are inline
+# PTX loads on a GPU: Triton's coalescing pass walks the kernel's whole def-use slice once per
+# tl.load, which was ~70% of these kernels' compile time (align_wave: 8 of 11.5 s a variant).
+# The loads are the ones Triton emits (the column loop's SASS is unchanged; benchmarks/NOTES.md);
+# pure, as the kernels never write the table or the codes. The interpreter runs no PTX: tl.load.
+GATHER_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
+
+
+@triton.jit
+def _score_at(ptr):
+    """The int32 at each pointer (a substitution score)."""
+    if GATHER_PTX:
+        return tl.inline_asm_elementwise("ld.global.b32 $0, [$1];", "=r,l", [ptr], dtype=tl.int32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.load(ptr)
+
+
+@triton.jit
+def _code_at(ptr, inside):
+    """The code at each pointer as int32 (0 outside), for uint8 codes (others: tl.load)."""
+    if GATHER_PTX and ptr.dtype.element_ty == tl.uint8:
+        return tl.inline_asm_elementwise(
+            "mov.u32 $0, 0;\n@$2 ld.global.u8 $0, [$1];", "=r,l,b",
+            [ptr, inside], dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        return tl.load(ptr, mask=inside, other=0).to(tl.int32)
+
+
 @triton.jit
 def _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend, MODE: tl.constexpr,
           ROWS: tl.constexpr):
@@ -66,7 +96,7 @@ def _tile(q_ptr, qs, r0, m, pad, table_ptr, width, zero, gap_open, gap_extend, M
     es = ()
     last = ()
     for r in tl.static_range(ROWS):
-        c = tl.load(q_ptr + qs + r0 + r, mask=r0 + r < m, other=0).to(tl.int32)
+        c = _code_at(q_ptr + qs + r0 + r, r0 + r < m)
         rows = rows + (table_ptr + _code(c, r0 + r < m, pad) * width,)
         if MODE == LOCAL:
             hs = hs + (zero,)
@@ -165,7 +195,7 @@ def align_kernel(
             new_h = ()
             new_e = ()
             for r in tl.static_range(ROWS):
-                s = tl.load(rows[r] + c)
+                s = _score_at(rows[r] + c)
                 h, e, f = _cell(hs[r], es[r], diag, h_up, f_up, s, gap_open, gap_extend, MODE)
                 diag = hs[r]
                 h_up = h

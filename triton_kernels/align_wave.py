@@ -17,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .align import GLOBAL, LOCAL, NEG, _cell, _code, _gap, _tile, _track
+from .align import GLOBAL, LOCAL, NEG, _cell, _code, _gap, _score_at, _tile, _track
 
 BIG = tl.constexpr(1 << 30)
 
@@ -86,7 +86,7 @@ def align_wave_kernel(
             new_h = ()
             new_e = ()
             for r in tl.static_range(ROWS):
-                s = tl.load(rows[r] + c)
+                s = _score_at(rows[r] + c)
                 h, e, f = _cell(hs[r], es[r], diag, h_up, f_up, s, gap_open, gap_extend, MODE)
                 diag = hs[r]
                 h_up = h
