@@ -92,9 +92,8 @@ def _add2(a, b, DPX: tl.constexpr, HALF: tl.constexpr = 0):
     elif DPX:
         return tl.inline_asm_elementwise("add.s16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32,
                                          is_pure=True, pack=1)
-    else:  # one 32-bit add, less the carry out of the low half (bit 16 of a ^ b ^ sum)
-        s = a + b
-        return s - ((a ^ b ^ s) & 0x10000)
+    else:  # the high halves added apart (wrapping past bit 31), the low half of the whole sum
+        return (((a >> 16) + (b >> 16)) << 16) | ((a + b) & 0xFFFF)
 
 
 @triton.jit
