@@ -12,7 +12,10 @@ cache. A variant a test reaches with other argument classes still compiles in th
 
 Opt-in: measured on an H200 host (16 cores, benchmarks/NOTES.md) it cut the first 68 GPU
 tests from 174 s to 79 s but itself took ~170 s, and align_wave's tracked variants still
-compiled in the tests; one torch thread per worker (set below) is the first fix to measure.
+compiled in the tests. Likely why those were missed: each worker recorded its own launch list
+and took every workers-th entry, and the recordings then differed from run to run (unrun
+kernels' outputs steered search's ends), so some variants fell to no worker; the recordings
+are the same in every process now. One torch thread per worker (set below) is also unmeasured.
 """
 
 from __future__ import annotations
