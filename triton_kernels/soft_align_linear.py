@@ -20,7 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .soft_align import NEG, _block, _gaps, _lin_combine, _log_combine, _lse2, _p, _row_ptr
+from .soft_align import (NEG, _block, _forward_slots, _gaps, _keep_checkpoint, _lin_combine, _log_combine, _lse2,
+                         _p, _row_ptr)
 
 
 @triton.jit
@@ -92,22 +93,10 @@ def soft_align_linear_fwd_kernel(s_ptr, s_b, s_i, go_ptr, g_b, g_i, g_j, q_ptr, 
         value = tl.full((), NEG, tl.float32)
     i = 0
     while i <= n:
-        if K == 1:
-            out = tab_ptr + b * tab_b + i.to(tl.int64) * row_stride
-            prev = out - row_stride
-        else:
-            out = work_ptr + b * work_b + (i % 2).to(tl.int64) * row_stride
-            prev = work_ptr + b * work_b + ((i + 1) % 2).to(tl.int64) * row_stride
+        out, prev = _forward_slots(tab_ptr, work_ptr, b * tab_b, b * work_b, i, K, row_stride)
         value = _linear_row(sp, s_i, gp, g_i, g_j, prev, out, i, n, m, value, MODE, BLOCK, True)
         tl.debug_barrier()
-        if K > 1:
-            if i % K == 0:  # a checkpoint: copy the row into the table
-                dst = tab_ptr + b * tab_b + (i // K).to(tl.int64) * row_stride
-                c0 = 0
-                while c0 < row_stride:
-                    c = c0 + tl.arange(0, BLOCK)
-                    tl.store(dst + c, tl.load(out + c, mask=c < row_stride), mask=c < row_stride)
-                    c0 += BLOCK
+        _keep_checkpoint(tab_ptr + b * tab_b, out, i, K, row_stride, BLOCK)
         i += 1
     if MODE == 2:
         if n == 0:
