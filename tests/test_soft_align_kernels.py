@@ -18,11 +18,11 @@ MODES = ("global", "local", "semiglobal")
 
 
 def _run(s, go, ge, mode, T, lengths, checkpoint=None, device="cpu"):
-    """Value and gradients (scores, gaps, temperature) of one soft_align call."""
-    x = s.to(device).requires_grad_()
-    o = go.to(device).requires_grad_()
-    e = None if ge is None else ge.to(device).requires_grad_()
-    t = T.to(device).requires_grad_()
+    """Value and gradients (scores, gaps, temperature) of one soft_align call, on copies
+    (``.to("cpu")`` of a CPU tensor is the tensor itself: requires_grad_ would mark the
+    caller's, and a later ``.to("cuda")`` of it would be a non-leaf with no .grad)."""
+    x, o, t = (y.to(device, copy=True).requires_grad_() for y in (s, go, T))
+    e = None if ge is None else ge.to(device, copy=True).requires_grad_()
     lens = tuple(v.to(device) for v in lengths)
     v = ta.soft_align(x, o, e, mode=mode, temperature=t, lengths=lens, checkpoint=checkpoint)
     v.backward(torch.linspace(0.5, 1.5, v.numel(), device=device, dtype=v.dtype))
@@ -254,7 +254,7 @@ def test_cuda_second_order():
     target = torch.rand(4, 20, 30)
     grads = []
     for dev in ("cpu", "cuda"):
-        x = s.to(dev).requires_grad_()
+        x = s.to(dev, copy=True).requires_grad_()
         P = ta.soft_alignment(x, go.to(dev), ge.to(dev), lengths=tuple(v.to(dev) for v in lengths))[1]
         ((P - target.to(dev)) ** 2).sum().backward()
         grads.append(x.grad.cpu())
