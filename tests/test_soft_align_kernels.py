@@ -9,7 +9,6 @@ from torch.autograd import gradgradcheck
 import torchalign as ta
 from torchalign_kernels import soft_align as kernels
 from torchalign_kernels import soft_align_hvp as hvp_kernels
-from torchalign_kernels import soft_align_linear as linear_kernels
 
 from . import reference_soft_align as ref
 from .conftest import set_defaults
@@ -31,15 +30,19 @@ def _run(s, go, ge, mode, T, lengths, checkpoint=None, device="cpu"):
 
 
 def _compare(got, want, atol=1e-4):
+    """Values rel 1e-5; d / d scores (probabilities) abs ``atol``; the gap and temperature
+    gradients, expected counts summed over all N x M cells in float32 (hundreds at 200 x
+    1,100), rel 1e-4 as well (an absolute bar on a sum of 10^5 terms measures its size)."""
     torch.testing.assert_close(got[0].double(), want[0].double(), rtol=1e-5, atol=1e-5)
-    for a, b in zip(got[1:], want[1:]):
+    torch.testing.assert_close(got[1].double(), want[1].double(), rtol=0, atol=atol)
+    for a, b in zip(got[2:], want[2:]):
         if b is not None:
-            torch.testing.assert_close(a.double(), b.double(), rtol=0, atol=atol)
+            torch.testing.assert_close(a.double(), b.double(), rtol=1e-4, atol=atol)
 
 
 def _small_chunks(monkeypatch, block):
     """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)."""
-    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, linear_kernels.forward, linear_kernels.backward):
+    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp):
         set_defaults(monkeypatch, fn, block=block)
 
 

@@ -483,7 +483,10 @@ def test_gpu_10000_by_10000():
         grads.append(c.grad)
         assert torch.isfinite(c.grad).all()
     torch.testing.assert_close(values[0], values[1], rtol=1e-6, atol=0)
-    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-5)
+    # the checkpointed backward recomputes R with another kernel's rounding: float32 E of
+    # values ~1,000 (ulp 6e-5) differ by ~1e-4 (measured 7.8e-5 on an H200); the issue's
+    # bar for gradients
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=1e-3)
     want = ta.soft_dtw(costs.double(), 0.5)
     torch.testing.assert_close(values[0].double(), want, rtol=1e-5, atol=0)
     # each row of E sums to at least ... the path passes every row: row sums of E are >= 1
@@ -529,4 +532,5 @@ def test_gpu_compiled_and_second_order():
         (gc,) = torch.autograd.grad(ta.soft_dtw(c, 0.5).sum(), c, create_graph=True)
         (h,) = torch.autograd.grad((gc * gc).sum(), c)
         hv.append(h.cpu().double())
-    torch.testing.assert_close(hv[0], hv[1], rtol=1e-3, atol=1e-4)
+    # (float32 against float64: the gradient bar, abs 1e-3; measured 1.6e-4 at worst)
+    torch.testing.assert_close(hv[0], hv[1], rtol=1e-3, atol=1e-3)

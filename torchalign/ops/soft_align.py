@@ -17,9 +17,10 @@ Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
 float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
 interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states),
-soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
-recomputes and holds the full value table and its tangents, 24 B per cell) and soft_align_linear (one state for
-linear gaps). float64 runs the torch code of torchalign.cpu.soft_align on any device
+and soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
+recomputes and holds the full value table and its tangents, 24 B per cell); linear gaps
+run the three-state kernels too (a one-state kernel, 4 B per cell, lost precision on long
+gap runs and was removed: benchmarks/NOTES.md). float64 runs the torch code of torchalign.cpu.soft_align on any device
 (the kernels compute in float32; float64 on CUDA is correct but slow, a Python loop of
 small launches per row). Working memory of the kernels besides the table: a two-row
 scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
@@ -49,11 +50,6 @@ def _kernel_path(scores: Tensor) -> bool:
     return use_kernels(scores) and scores.dtype == torch.float32
 
 
-def _states(scores: Tensor, linear: bool) -> int:
-    """Values saved per cell: the kernels keep one (V = lse(M, X, Y)) for linear gaps."""
-    return 1 if linear and _kernel_path(scores) else 3
-
-
 def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
     return cpu.Problem(scores, gap_open, gap_extend, mode, linear, q_lens, t_lens)
 
@@ -61,8 +57,6 @@ def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
 @torch.library.custom_op("torchalign::soft_align", mutates_args=(), device_types=DEVICES)
 def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, mode: int,
                linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
-    if _kernel_path(scores) and linear:
-        return kernels("soft_align_linear").forward(scores, gap_open, q_lens, t_lens, mode, checkpoint)
     if _kernel_path(scores):
         return kernels("soft_align").forward(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
     return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear), checkpoint)
@@ -71,18 +65,14 @@ def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Ten
 @soft_align.register_fake
 def _(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint):
     B, N, M = scores.shape
-    return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), _states(scores, linear), M + 1)
+    return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), 3, M + 1)
 
 
 @torch.library.custom_op("torchalign::soft_align_backward", mutates_args=(), device_types=DEVICES)
 def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
                         table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
                         checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
-    if _kernel_path(scores) and linear:
-        gs, go = kernels("soft_align_linear").backward(scores, gap_open, q_lens, t_lens, table, value,
-                                                       grad.contiguous(), mode, checkpoint)
-        ge = torch.zeros_like(go)
-    elif _kernel_path(scores):
+    if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
                                                     grad.contiguous(), mode, linear, checkpoint)
     else:
