@@ -26,7 +26,7 @@ def _run(s, go, ge, mode, T, lengths, checkpoint=None, device="cpu"):
     v = ta.soft_align(x, o, e, mode=mode, temperature=t, lengths=lens, checkpoint=checkpoint)
     v.backward(torch.linspace(0.5, 1.5, v.numel(), device=device, dtype=v.dtype))
     return [None if y is None else y.detach().cpu() for y in (v, x.grad, o.grad, None if e is None else e.grad,
-                                                              t.grad)]
+                                                              t.grad, t)]
 
 
 def _compare(got, want, atol=1e-4):
@@ -35,9 +35,14 @@ def _compare(got, want, atol=1e-4):
     1,100), rel 1e-4 as well (an absolute bar on a sum of 10^5 terms measures its size)."""
     torch.testing.assert_close(got[0].double(), want[0].double(), rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got[1].double(), want[1].double(), rtol=0, atol=atol)
-    for a, b in zip(got[2:], want[2:]):
+    for a, b in zip(got[2:4], want[2:4]):  # (got[5], want[5]: the temperatures, from _run)
         if b is not None:
             torch.testing.assert_close(a.double(), b.double(), rtol=1e-4, atol=atol)
+    # d / d T = (value - expected score) / T, a difference of two sums of the value's size:
+    # its error follows the value's (rel 1e-5 of |value| / T, once for each term)
+    t_tol = 2e-5 * want[0].abs().double() / want[5].double() if len(want) > 5 else 0.0
+    assert ((got[4].double() - want[4].double()).abs() <= atol + 1e-4 * want[4].double().abs() + t_tol).all(), \
+        (got[4], want[4])
 
 
 def _small_chunks(monkeypatch, block):

@@ -203,16 +203,19 @@ def _weights(cur, prev, col, i, m, scale):
     table, outside the pair or unreachable)."""
     row = col * 0 + i
     inside = col < m
-    rc = tl.load(cur + col, mask=inside, other=float("inf")) * scale
-    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale
-    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf")) * scale
+    rc = tl.load(cur + col, mask=inside, other=float("inf"))
+    up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf"))
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf"))
     dg = tl.where((col == 0) & (row == 1), 0.0, dg)
-    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf")) * scale
+    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf"))
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = inside & (rc < float("inf")) & (mn < float("inf"))
-    zu = tl.where(ok, mn - up, -float("inf"))  # <= 0: no overflow
-    zd = tl.where(ok, mn - dg, -float("inf"))
-    zl = tl.where(ok, mn - lf, -float("inf"))
+    # differences of R as stored, scaled after: (mn - up * scale) would be contracted to an
+    # FMA whose unrounded product exceeds the rounded mn by up to half an ulp of R * scale,
+    # 128 at R ~ 2^24 / gamma 0.01: exp2(+128) = inf, weights inf * 0 = NaN (seen on an H200)
+    zu = tl.where(ok, (mn - up) * scale, -float("inf"))  # <= 0: no overflow
+    zd = tl.where(ok, (mn - dg) * scale, -float("inf"))
+    zl = tl.where(ok, (mn - lf) * scale, -float("inf"))
     eu = tl.exp2(zu)
     ed = tl.exp2(zd)
     el = tl.exp2(zl)
@@ -228,14 +231,15 @@ def _left_weight_of_next(cur, prev, col, i, m, scale):
     loaded beside the cell's own (R is complete in memory: no hand-over between lanes)."""
     row = col * 0 + i
     nxt = col + 1 < m
-    up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf")) * scale
-    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf")) * scale  # (row 0: inf past R[0, 0])
-    lf = tl.load(cur + col, mask=nxt, other=float("inf")) * scale
+    up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf"))
+    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf"))  # (row 0: inf past R[0, 0])
+    lf = tl.load(cur + col, mask=nxt, other=float("inf"))
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = nxt & (mn < float("inf"))
     mn = tl.where(ok, mn, 0.0)
-    el = tl.exp2(tl.where(ok, mn - lf, -float("inf")))
-    total = tl.exp2(tl.where(ok, mn - up, -float("inf"))) + tl.exp2(tl.where(ok, mn - dg, -float("inf"))) + el
+    el = tl.exp2(tl.where(ok, (mn - lf) * scale, -float("inf")))  # (scaled after the difference: _weights)
+    total = tl.exp2(tl.where(ok, (mn - up) * scale, -float("inf"))) \
+        + tl.exp2(tl.where(ok, (mn - dg) * scale, -float("inf"))) + el
     return tl.where(ok, el / total, 0.0)
 
 
