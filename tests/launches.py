@@ -110,7 +110,7 @@ def drive_alignment():
     dna = ta.Scoring(match=2, mismatch=-3)
     db = ta.encode(_seqs(DNA, [20, 9] + [3, 0, 5, 4] * 40), "dna")  # a long chunk, then two scanned chunks with residues
     ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)
-    with mock.patch.object(align_scan, "use_half2", lambda device: 1):  # the float16 pair scan (opt-in)
+    with mock.patch.object(align_scan, "use_half2", lambda device: 1):  # the float16 pair scan (the default without DPX)
         ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)
     ta.search(ta.encode(["MKV"], "protein"), t, ta.Scoring(match=2000, mismatch=-1, alphabet="protein"), top_k=2)  # wide scores
     ta.search(ta.encode([b"\x00\xff"], "bytes"), ta.encode([b"\xff" * 3, b"A"], "bytes"),

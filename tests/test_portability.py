@@ -1,6 +1,7 @@
 """The database scan on every GPU (issue 12, item 2): the DPX instructions (add/max.s16x2,
 sm_90 and later) are chosen from the device's compute capability, TORCHALIGN_NO_DPX=1
-forces the plain path, and the plain path gives the same integers."""
+(with TORCHALIGN_SCAN_HALF2=0: else the float16 pairs) forces the plain path, and the plain
+path gives the same integers."""
 
 from __future__ import annotations
 
@@ -119,12 +120,16 @@ def test_halfwords_on_the_gpu(dpx):
 
 # ---- search with and without DPX (GPU tier) -----------------------------------------------
 def _scan_both_ways(monkeypatch, fn):
+    """(DPX, the plain int16 path): TORCHALIGN_SCAN_HALF2=0, as the float16 pairs, the
+    default without DPX, have tests of their own (test_scan_half2.py)."""
     monkeypatch.delenv("TORCHALIGN_NO_DPX", raising=False)
+    monkeypatch.delenv("TORCHALIGN_SCAN_HALF2", raising=False)
     if not align_scan.use_dpx(torch.device("cuda")):
         pytest.skip("DPX needs compute capability 9.0: only the plain path runs here")
     with_dpx = fn()
     monkeypatch.setenv("TORCHALIGN_NO_DPX", "1")
-    assert not align_scan.use_dpx(torch.device("cuda"))
+    monkeypatch.setenv("TORCHALIGN_SCAN_HALF2", "0")
+    assert not align_scan.use_dpx(torch.device("cuda")) and align_scan.use_half2(torch.device("cuda")) == 0
     return with_dpx, fn()
 
 

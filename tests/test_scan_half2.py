@@ -111,7 +111,24 @@ def test_half2_only_where_float16_is_exact(monkeypatch):
     assert _Scan(d.codes, d.offsets, big.table, 950, 100).half == 0
     assert _Scan(d.codes, d.offsets, ta.Scoring().table, 11, 1).half == 2  # (a CPU tensor: the interpreter's mode)
     monkeypatch.delenv("TORCHALIGN_SCAN_HALF2")
-    assert _Scan(d.codes, d.offsets, ta.Scoring().table, 11, 1).half == 0  # opt-in
+    assert _Scan(d.codes, d.offsets, ta.Scoring().table, 11, 1).half == 0  # off CUDA: only when asked for
+
+
+@pytest.mark.parametrize("capability,env,half", [((8, 0), None, 1), ((8, 9), None, 1), ((9, 0), None, 0),
+                                                 ((10, 0), None, 0), ((8, 0), "0", 0), ((9, 0), "1", 1)])
+def test_half2_is_the_default_without_dpx(monkeypatch, capability, env, half):
+    """On CUDA: the float16 pairs where the DPX path is not taken (before sm_90, or
+    TORCHALIGN_NO_DPX=1), int16 DPX from sm_90 on; TORCHALIGN_SCAN_HALF2=0 / 1 forces."""
+    monkeypatch.delenv("TORCHALIGN_NO_DPX", raising=False)
+    monkeypatch.delenv("TORCHALIGN_SCAN_HALF2", raising=False)
+    if env is not None:
+        monkeypatch.setenv("TORCHALIGN_SCAN_HALF2", env)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    cuda = torch.device("cuda", 0)
+    assert align_scan.use_half2(cuda) == half
+    if env is None:
+        monkeypatch.setenv("TORCHALIGN_NO_DPX", "1")  # Hopper with DPX turned off: what an A100 runs
+        assert align_scan.use_half2(cuda) == 1
 
 
 @pytest.mark.gpu

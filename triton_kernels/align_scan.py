@@ -19,8 +19,8 @@ largest substitution score S, so while every cell stays <= 32767 - S no sum can 
 sequence's best cell; a best above 32767 - S means the sequence may have wrapped, and
 the caller recomputes it in int32. A wrong score is never returned.
 
-Float16 pairs (HALF, opt-in with TORCHALIGN_SCAN_HALF2=1; CUDASW++'s arithmetic before
-Hopper): the same recurrence on float16 bit patterns, ``add.rn.f16x2`` / ``max.f16x2`` on
+Float16 pairs (HALF; the default where DPX is not taken, TORCHALIGN_SCAN_HALF2=0 / 1
+turns it off / on; CUDASW++'s arithmetic before Hopper): the same recurrence on float16 bit patterns, ``add.rn.f16x2`` / ``max.f16x2`` on
 sm_80 and later (the interpreter: Triton's float16 ops, the same sums). Every integer up to
 HALF_EXACT = 2,048 is a float16, so while every cell stays <= 2,048 - S all sums are exact;
 the first cell past it is itself exact and raises the best above the caller's limit
@@ -222,12 +222,17 @@ def dpx_for(capability: tuple[int, int]) -> bool:
 
 
 def use_half2(device: torch.device) -> int:
-    """The HALF constexpr: 0 (int16) unless TORCHALIGN_SCAN_HALF2=1 asks for the float16 pair
-    path (CUDASW++'s pre-Hopper arithmetic; opt-in until measured on a GPU): then 1 on CUDA
-    (add/max.f16x2, sm_80 and later), 2 elsewhere (the interpreter: Triton's float16 ops)."""
-    if os.environ.get("TORCHALIGN_SCAN_HALF2") != "1":
-        return 0
-    return 1 if device.type == "cuda" else 2
+    """The HALF constexpr: on CUDA without the DPX path (before sm_90, or TORCHALIGN_NO_DPX=1)
+    1, the float16 pair path (add/max.f16x2, CUDASW++'s pre-Hopper arithmetic: on an H200
+    1.81x the plain int16 path, benchmarks/RESULTS.md), else 0 (int16: DPX, or plain).
+    TORCHALIGN_SCAN_HALF2=1 / 0 forces it on / off (read at every launch); off CUDA (the
+    interpreter) 2 when forced on (Triton's float16 ops), else 0."""
+    force = os.environ.get("TORCHALIGN_SCAN_HALF2")
+    if device.type != "cuda":
+        return 2 if force == "1" else 0
+    if force in ("0", "1"):
+        return int(force)
+    return 0 if use_dpx(device) else 1
 
 
 def use_dpx(device: torch.device) -> bool:
