@@ -20,11 +20,12 @@ sequence's best cell; a best above 32767 - S means the sequence may have wrapped
 the caller recomputes it in int32. A wrong score is never returned.
 
 Float16 pairs (HALF; the default where DPX is not taken, TORCHALIGN_SCAN_HALF2=0 / 1
-turns it off / on; CUDASW++'s arithmetic before Hopper): the same recurrence on float16 bit patterns, ``add.rn.f16x2`` / ``max.f16x2`` on
-sm_80 and later (the interpreter: Triton's float16 ops, the same sums). Every integer up to
-HALF_EXACT = 2,048 is a float16, so while every cell stays <= 2,048 - S all sums are exact;
-the first cell past it is itself exact and raises the best above the caller's limit
-(2,048 - S), which recomputes that sequence in int32.
+turns it off / on; CUDASW++'s arithmetic before Hopper): the same recurrence on float16
+bit patterns, ``add.rn.f16x2`` / ``max.f16x2`` on sm_80 and later (the interpreter:
+Triton's float16 ops, the same sums). Every integer up to HALF_EXACT = 2,048 is a float16,
+so while every cell stays <= 2,048 - S all sums are exact; the first cell past it is itself
+exact and raises the best above the caller's limit (2,048 - S), which recomputes that
+sequence in int32.
 
 Pure: imports only torch and triton.
 """

@@ -166,7 +166,8 @@ class _Scan:
         self.slots = max([offs[c1] - offs[c0] for c0, c1, _ in self.slices], default=0)
         top, small = torch.stack([table.max(), table.abs().max()]).tolist() if table.numel() else (0, 0)
         top = max(top, 0)
-        # float16 pairs (use_half2: the default without DPX) where the scores, the gaps and their sums are exact integers in float16
+        # float16 pairs (use_half2: the default without DPX) where the scores, the gaps and
+        # their sums are exact integers in float16
         exact = max(small, gap_open + gap_extend) <= self.k.HALF_EXACT // 2
         self.half = self.k.use_half2(d_codes.device) if exact else 0
         self.pairs = self.k.pair_table(table, self.k.NEG16, self.half > 0)

@@ -16,12 +16,12 @@ Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 (gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
 float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
-interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states),
+interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states)
 and soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
 recomputes and holds the full value table and its tangents, 24 B per cell); linear gaps
 run the three-state kernels too (a one-state kernel, 4 B per cell, lost precision on long
-gap runs and was removed: benchmarks/NOTES.md). float64 runs the torch code of torchalign.cpu.soft_align on any device
-(the kernels compute in float32; float64 on CUDA is correct but slow, a Python loop of
+gap runs and was removed: benchmarks/NOTES.md). float64 runs the torch code of
+torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on CUDA is correct but slow, a Python loop of
 small launches per row). Working memory of the kernels besides the table: a two-row
 scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
 """
