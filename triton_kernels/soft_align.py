@@ -71,32 +71,6 @@ def _row_ptr(tab_ptr, seg_ptr, b_tab, b_seg, i, K, row_stride):
 
 
 @triton.jit
-def _forward_slots(tab_ptr, work_ptr, b_tab, b_work, i, K, row_stride):
-    """The forward sweep's (row i, row i - 1): the table's rows with K = 1, else the two-row
-    scratch (slot i % 2), checkpoints copied out by _keep_checkpoint."""
-    if K == 1:
-        out = tab_ptr + b_tab + i.to(tl.int64) * row_stride
-        prev = out - row_stride
-    else:
-        out = work_ptr + b_work + (i % 2).to(tl.int64) * row_stride
-        prev = work_ptr + b_work + ((i + 1) % 2).to(tl.int64) * row_stride
-    return out, prev
-
-
-@triton.jit
-def _keep_checkpoint(tab_ptr, row_ptr, i, K, row_stride, BLOCK: tl.constexpr):
-    """With K > 1, row i (at row_ptr in the scratch) copied into the table when i % K == 0."""
-    if K > 1:
-        if i % K == 0:
-            dst = tab_ptr + (i // K).to(tl.int64) * row_stride
-            c0 = 0
-            while c0 < row_stride:
-                c = c0 + tl.arange(0, BLOCK)
-                tl.store(dst + c, tl.load(row_ptr + c, mask=c < row_stride), mask=c < row_stride)
-                c0 += BLOCK
-
-
-@triton.jit
 def _forward_row(s_ptr, s_i, go_ptr, ge_ptr, g_i, g_j, prev_ptr, out_ptr, i, n, m, value, st,
                  MODE, BLOCK: tl.constexpr, END: tl.constexpr):
     """Row i (from the row at prev_ptr) stored at out_ptr; returns ``value`` with row i's
@@ -190,10 +164,22 @@ def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
         value = tl.full((), NEG, tl.float32)
     i = 0
     while i <= n:
-        out, prev = _forward_slots(tab_ptr, work_ptr, b * tab_b, b * work_b, i, K, row_stride)
+        if K == 1:
+            out = tab_ptr + b * tab_b + i.to(tl.int64) * row_stride
+            prev = out - row_stride
+        else:
+            out = work_ptr + b * work_b + (i % 2).to(tl.int64) * row_stride
+            prev = work_ptr + b * work_b + ((i + 1) % 2).to(tl.int64) * row_stride
         value = _forward_row(sp, s_i, gop, gep, g_i, g_j, prev, out, i, n, m, value, st, MODE, BLOCK, True)
         tl.debug_barrier()
-        _keep_checkpoint(tab_ptr + b * tab_b, out, i, K, row_stride, BLOCK)
+        if K > 1:
+            if i % K == 0:  # a checkpoint: copy the row into the table
+                dst = tab_ptr + b * tab_b + (i // K).to(tl.int64) * row_stride
+                c0 = 0
+                while c0 < row_stride:
+                    c = c0 + tl.arange(0, BLOCK)
+                    tl.store(dst + c, tl.load(out + c, mask=c < row_stride), mask=c < row_stride)
+                    c0 += BLOCK
         i += 1
     tl.store(value_ptr + b, value)
 

@@ -196,6 +196,16 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
 
 
 @triton.jit
+def _logit(mn, r, ok, scale):
+    """log2 of a predecessor's unnormalised softmin weight, (min - R) in gamma / ln 2 units
+    (<= 0), -inf where not ok. The difference of R as stored, scaled after: mn - r * scale
+    would be contracted to an FMA whose unrounded product exceeds the rounded mn by up to half
+    an ulp of R * scale, 128 at R ~ 2^24 / gamma 0.01: exp2(+128) = inf, then inf * 0 = NaN
+    weights (seen on an H200)."""
+    return tl.where(ok, (mn - r) * scale, -float("inf"))
+
+
+@triton.jit
 def _weights(cur, prev, col, i, m, scale):
     """Softmin weights of cell (i, col)'s predecessors (up, diagonal, left), a softmax of
     their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev): (ok, zu, zd, zl,
@@ -210,12 +220,9 @@ def _weights(cur, prev, col, i, m, scale):
     lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf"))
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = inside & (rc < float("inf")) & (mn < float("inf"))
-    # differences of R as stored, scaled after: (mn - up * scale) would be contracted to an
-    # FMA whose unrounded product exceeds the rounded mn by up to half an ulp of R * scale,
-    # 128 at R ~ 2^24 / gamma 0.01: exp2(+128) = inf, weights inf * 0 = NaN (seen on an H200)
-    zu = tl.where(ok, (mn - up) * scale, -float("inf"))  # <= 0: no overflow
-    zd = tl.where(ok, (mn - dg) * scale, -float("inf"))
-    zl = tl.where(ok, (mn - lf) * scale, -float("inf"))
+    zu = _logit(mn, up, ok, scale)
+    zd = _logit(mn, dg, ok, scale)
+    zl = _logit(mn, lf, ok, scale)
     eu = tl.exp2(zu)
     ed = tl.exp2(zd)
     el = tl.exp2(zl)
@@ -237,9 +244,8 @@ def _left_weight_of_next(cur, prev, col, i, m, scale):
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = nxt & (mn < float("inf"))
     mn = tl.where(ok, mn, 0.0)
-    el = tl.exp2(tl.where(ok, (mn - lf) * scale, -float("inf")))  # (scaled after the difference: _weights)
-    total = tl.exp2(tl.where(ok, (mn - up) * scale, -float("inf"))) \
-        + tl.exp2(tl.where(ok, (mn - dg) * scale, -float("inf"))) + el
+    el = tl.exp2(_logit(mn, lf, ok, scale))
+    total = tl.exp2(_logit(mn, up, ok, scale)) + tl.exp2(_logit(mn, dg, ok, scale)) + el
     return tl.where(ok, el / total, 0.0)
 
 
