@@ -272,3 +272,24 @@ def _code(ptx: str) -> str:
     names the directory of the compile that filled Triton's cache (another clone's, in CI)."""
     ptx = ptx.split("\t.section\t.debug", 1)[0]
     return re.sub(r"^\s*\.(?:target|file)\b.*$", "", ptx, flags=re.M)
+
+
+def test_cache_keys_do_not_depend_on_which_kernel_was_keyed_first():
+    """Triton took a helper's global constexprs into a caller's cache key only when the
+    helper's key already existed, so align_wave_kernel's key changed when align_kernel (which
+    shares its helpers) was keyed first: the GPU tier's precompile then missed and the tests
+    compiled those kernels again. torchalign_kernels.cache_keys settles every key on import."""
+    import subprocess
+    import sys
+
+    def keys(order: str) -> str:
+        code = ("import importlib\n"
+                f"names = {order}\n"
+                "fns = [getattr(importlib.import_module('torchalign_kernels.' + m), f)\n"
+                "       for m, f in (n.split('.') for n in names)]\n"
+                "[fn.cache_key for fn in fns]\n"
+                "print(sorted((fn.__name__, fn.cache_key) for fn in fns))\n")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+
+    assert len(KERNELS) > 10
+    assert keys(repr(KERNELS)) == keys(repr(KERNELS[::-1]))
