@@ -93,6 +93,7 @@ ALPHABETS = [("dna", "AC"), ("dna", DNA), ("dna", "ACGTN"), ("dna", IUPAC), ("pr
 
 
 def drive_alignment():
+    from torchalign.metrics import functional as tmf
     from torchalign_kernels import align_scan
 
     sc = ta.Scoring()
@@ -113,6 +114,8 @@ def drive_alignment():
     with mock.patch.object(align_scan, "use_half2", lambda device: 1):  # the float16 pair scan (the default without DPX)
         ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)
     ta.search(ta.encode(["MKV"], "protein"), t, ta.Scoring(match=2000, mismatch=-1, alphabet="protein"), top_k=2)  # wide scores
+    for preds, target in ((["ab", "c"], ["abc", "b"]), (["kitten"], ["sitting"])):  # token ids (int32 codes), global
+        tmf.distances(preds, target, substitution_cost=2)
     ta.search(ta.encode([b"\x00\xff"], "bytes"), ta.encode([b"\xff" * 3, b"A"], "bytes"),
               ta.Scoring(match=1, mismatch=-1, alphabet="bytes"), top_k=2)  # 256 symbols: int32 kernels
 
@@ -201,8 +204,8 @@ def drive_soft_align():
                     for extend in (0.5, None):  # affine (three states), linear (one)
                         x = torch.randn(2, 3, M, requires_grad=True)
                         ta.soft_align(x, gap, extend, mode=mode, checkpoint=checkpoint).sum().backward()
-            P = ta.soft_alignment(x, gap, 0.5, mode=mode)[1]  # a loss on P: the Hessian-vector product
-            P.sum().backward()
+            for gap in (1.0, torch.ones(2, 3, M)):  # a loss on P: the Hessian-vector product
+                ta.soft_alignment(x, gap, 0.5, mode=mode)[1].sum().backward()
 
 
 

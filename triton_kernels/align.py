@@ -134,7 +134,8 @@ def _track(h, i, j, live, is_last, n, best, best_i, best_j, MODE: tl.constexpr, 
     return best, best_i, best_j
 
 
-@triton.jit(do_not_specialize=["n_pairs", "width", "gap_open", "gap_extend"])  # one variant per mode
+@triton.jit(do_not_specialize=["n_pairs", "width", "gap_open", "gap_extend"],  # one variant per mode
+            do_not_specialize_on_alignment=["q_ptr", "t_ptr"])  # (every lane reads its own pair: no vector loads)
 def align_kernel(
     q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, pair_q_ptr, pair_t_ptr, n_pairs,
     table_ptr, width, gap_open, gap_extend, scratch_ptr, scratch_at_ptr,

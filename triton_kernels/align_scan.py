@@ -116,7 +116,8 @@ def _max2(a, b, DPX: tl.constexpr, HALF: tl.constexpr = 0):
 
 
 @triton.jit(do_not_specialize=["q0", "n_q", "chunk0", "n_seqs", "pair_width", "scratch_stride", "best_stride",
-                               "neg_open", "neg_extend", "pad"])  # one variant per DPX
+                               "neg_open", "neg_extend", "pad"],  # one variant per DPX
+            do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr"])  # (slices of a batch's chunks)
 def scan_kernel(
     q_ptr, q_off_ptr, q0, n_q, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
     scratch_ptr, scratch_stride, best_ptr, best_stride, neg_open, neg_extend, pad,

@@ -22,7 +22,8 @@ from .align import GLOBAL, LOCAL, NEG, _cell, _code, _gap, _score_at, _tile, _tr
 BIG = tl.constexpr(1 << 30)
 
 
-@triton.jit(do_not_specialize=["width", "gap_open", "gap_extend"])  # one variant per mode
+@triton.jit(do_not_specialize=["width", "gap_open", "gap_extend"],  # one variant per mode
+            do_not_specialize_on_alignment=["q_ptr", "t_ptr"])  # (codes are read one by one: no vector loads)
 def align_wave_kernel(
     q_ptr, q_start_ptr, q_len_ptr, t_ptr, t_start_ptr, t_len_ptr, pair_q_ptr, pair_t_ptr,
     table_ptr, width, gap_open, gap_extend, row_ptr, row_at_ptr, buf_ptr,

@@ -146,7 +146,7 @@ def _forward_row(s_ptr, s_i, go_ptr, ge_ptr, g_i, g_j, prev_ptr, out_ptr, i, n, 
     return value
 
 
-@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'work_b', 'row_stride'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'work_b', 'row_stride'])
 def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, work_ptr,
                           work_b, row_stride, K, value_ptr, MODE, BLOCK: tl.constexpr):
     """Program b: pair b's rows 0..n; row i stored in the table (i % K == 0) and, with
@@ -184,7 +184,7 @@ def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
     tl.store(value_ptr + b, value)
 
 
-@triton.jit(do_not_specialize=['MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'seg_b', 'q_buf_b', 'row_stride', 'gs_b',
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'K', 'g_b', 'g_i', 'g_j', 'tab_b', 'seg_b', 'q_buf_b', 'row_stride', 'gs_b',
                                'gs_i', 'gg_b', 'gg_i', 'gg_j'])
 def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, seg_ptr,
                           seg_b, q_buf_ptr, q_buf_b, row_stride, K, value_ptr, grad_ptr, gs_ptr, gs_b, gs_i,

@@ -19,7 +19,7 @@ import triton.language as tl
 from .soft_align import NEG, _block, _gaps, _lin_combine, _p, _sweep, forward
 
 
-@triton.jit(do_not_specialize=['MODE', 'g_b', 'g_i', 'g_j', 'tab_b', 'row_stride'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'g_b', 'g_i', 'g_j', 'tab_b', 'row_stride'])
 def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b,
                               row_stride, value_ptr, zs_ptr, zo_ptr, ze_ptr, dtab_ptr, dvalue_ptr,
                               MODE, BLOCK: tl.constexpr):

@@ -393,12 +393,19 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
     if B:
         blk, W, S = _plan(costs, M, block, stripe, True)
         bnd = costs.new_empty(B, S, N + 1) if S > 1 else value
-        flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)  # the last one: the error count
+        flags, err = _progress_flags(B * S, costs.device)
         keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
         soft_dtw_forward_kernel[(B * S,)](costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags,
-                                          flags[B * S:], N, M, N if full else 2, saved.shape[1], band, checkpoint,
+                                          err, N, M, N if full else 2, saved.shape[1], band, checkpoint,
                                           S, W, BLOCK=blk, num_warps=warps or _warps(blk))
     return value, saved
+
+
+def _progress_flags(stripes: int, device):
+    """(a progress counter per stripe, the error count): one zeroed allocation, the count
+    at a 16-byte boundary whatever the number of stripes (one compiled variant, not two)."""
+    flags = torch.zeros(-(-stripes // 4) * 4 + 1, dtype=torch.int32, device=device)
+    return flags, flags[-1:]
 
 
 def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool,
@@ -415,9 +422,9 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
     buf = saved if full else costs.new_empty(B, checkpoint, M)
     ud = costs.new_empty(B, 4, M)
     bnd = costs.new_empty(2, B, S, N + 2) if S > 1 else gg
-    flags = torch.zeros(B * S + 1, dtype=torch.int32, device=costs.device)
+    flags, err = _progress_flags(B * S, costs.device)
     soft_dtw_backward_kernel[(B * S,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd,
-                                       flags, flags[B * S:], N, M, N if full else checkpoint, saved.shape[1], band,
+                                       flags, err, N, M, N if full else checkpoint, saved.shape[1], band,
                                        checkpoint, S, W, NEED_GAMMA=bool(need_gamma), BLOCK=blk,
                                        num_warps=warps or _warps(blk))
     return out, gg.sum(1)
