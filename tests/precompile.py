@@ -1,21 +1,17 @@
 """Compile every kernel variant the launchers make for this GPU, one process per core,
 before the GPU tier runs (conftest's session fixture, with TORCHALIGN_PRECOMPILE=1).
 
-A GPU test process compiles its kernels one after another, seconds each (the alignment
-kernels' 48 unrolled rows: ~10 s a variant on an H200 host), and that was most of the
-GPU tier's time with an empty Triton cache. Here each worker records the launches of
-tests/launches.py (the public ops on small CPU inputs, the launches recorded instead of
-run, as test_compile.py does), takes its share of the distinct variants and compiles them
-through the JIT itself (``JITFunction.run(..., warmup=True)``: the JIT's own
-specialisation and cache key, nothing launched), so the tests then find them in Triton's
-cache. A variant a test reaches with other argument classes still compiles in the test.
+A GPU test process compiles its kernels one after another, seconds each, and that was most
+of the GPU tier's time with an empty Triton cache. Here the workers record the launches of
+tests/launches.py (the public ops on small CPU inputs, the launches recorded instead of run,
+as test_compile.py does; every worker records the same list), then take the distinct variants
+one at a time from a shared queue, the slow ones first, and compile each through the JIT
+itself (``JITFunction.run(..., warmup=True)``: the JIT's own specialisation and cache key,
+nothing launched), so the tests then find them in Triton's cache. A variant a test reaches
+with other argument classes still compiles in the test.
 
-Opt-in: measured on an H200 host (16 cores, benchmarks/NOTES.md) it cut the first 68 GPU
-tests from 174 s to 79 s but itself took ~170 s, and align_wave's tracked variants still
-compiled in the tests. Likely why those were missed: each worker recorded its own launch list
-and took every workers-th entry, and the recordings then differed from run to run (unrun
-kernels' outputs steered search's ends), so some variants fell to no worker; the recordings
-are the same in every process now. One torch thread per worker (set below) is also unmeasured.
+Opt-in (``TORCHALIGN_PRECOMPILE=1``): it pays on a many-core host (the H200 host's 16 cores:
+benchmarks/NOTES.md has the tier's time with and without it), not on a 2-core one.
 """
 
 from __future__ import annotations
@@ -25,7 +21,8 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-HEAVY = ("align_wave", "align_kernel", "hamming_windows")  # the slow compiles: spread over the workers first
+# the slow compiles (seconds each on the H200 host, benchmarks/NOTES.md) go to the queue first
+HEAVY = ("scan_kernel", "hamming_windows", "align_wave", "align_kernel", "soft_align_bwd")
 
 
 def _variant(fn, args, kwargs) -> tuple:
@@ -44,34 +41,47 @@ def _variant(fn, args, kwargs) -> tuple:
 
 
 def _jobs(seen) -> list:
-    """The distinct variants of the recorded launches, the slow compiles first."""
-    jobs = {}
-    for fn, args, kwargs in seen:
-        jobs.setdefault(_variant(fn, args, kwargs), (fn, args, kwargs))
-    return sorted(jobs.values(), key=lambda j: not any(h in j[0].__name__ for h in HEAVY))
-
-
-def _warm(worker: int, workers: int) -> int:
-    """In a worker: record the launches, compile every workers-th variant from ``worker`` on."""
-    import pytest
+    """The distinct variants of the recorded launches, the slow compiles first; the scan also
+    with DPX=False, the plain path that TORCHALIGN_NO_DPX=1 forces (test_portability's; 11.8 s
+    of compiling inside the tier when it was left out)."""
     import torch
 
     from torchalign_kernels import align_scan
 
     from . import launches
 
-    torch.set_num_threads(1)  # (16 workers with torch's default thread count each: the suspected cause of the 170 s)
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        seen = launches.record(monkeypatch)
     dpx = align_scan.dpx_for(torch.cuda.get_device_capability())
-    mine = _jobs(seen)[worker::workers]
-    for fn, args, kwargs in mine:
-        # the scan: the device's DPX choice, and the plain path that TORCHALIGN_NO_DPX=1 forces
-        # (test_portability's; 11.8 s of compiling inside the tier when it was left out)
-        dpx_choices = {dpx, False} if kwargs.get("DPX") is launches.DEVICE_DPX else {None}
-        for choice in dpx_choices:
-            fn.run(*args, grid=(1,), warmup=True, **(kwargs if choice is None else dict(kwargs, DPX=choice)))
-    return len(mine)
+    jobs = {}
+    for fn, args, kwargs in seen:
+        for choice in ({dpx, False} if kwargs.get("DPX") is launches.DEVICE_DPX else {None}):
+            kw = kwargs if choice is None else dict(kwargs, DPX=choice)
+            jobs.setdefault(_variant(fn, args, kw), (fn, args, kw))
+    heavy = lambda job: next((i for i, h in enumerate(HEAVY) if h in job[0].__name__), len(HEAVY))  # noqa: E731
+    return sorted(jobs.values(), key=heavy)
+
+
+_RECORDED = []  # in a worker: its recording's jobs (every worker records the same list)
+
+
+def _compile(i: int) -> None:
+    """In a worker: compile job i of the recording (recorded on the worker's first job)."""
+    if not _RECORDED:
+        import pytest
+        import torch
+
+        from . import launches
+
+        torch.set_num_threads(1)  # (16 workers with torch's default thread count each were slow)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            _RECORDED.extend(_jobs(launches.record(monkeypatch)))
+    fn, args, kwargs = _RECORDED[i]
+    fn.run(*args, grid=(1,), warmup=True, **kwargs)
+
+
+def _count() -> int:
+    """The number of jobs, counted as a worker records them."""
+    _compile(0)
+    return len(_RECORDED)
 
 
 def precompile(workers: int | None = None) -> tuple[int, float, int]:
@@ -79,5 +89,6 @@ def precompile(workers: int | None = None) -> tuple[int, float, int]:
     workers = workers or os.cpu_count() or 1
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        n = sum(pool.map(_warm, range(workers), [workers] * workers))
+        n = pool.submit(_count).result()
+        list(pool.map(_compile, range(1, n), chunksize=1))  # one at a time: the slow ones first, the rest fill in
     return n, time.perf_counter() - t0, workers
