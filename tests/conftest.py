@@ -63,12 +63,17 @@ def pytest_collection_modifyitems(config, items):
 _PRECOMPILED = []  # (variants, seconds, processes), or why not, once the session fixture ran
 
 
+PRECOMPILE_FROM = 20  # GPU tests selected: a tier run, where compiling every variant first pays
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _kernels_precompiled(request):
-    """With TORCHALIGN_PRECOMPILE=1 on a GPU: compile every kernel variant in parallel first
-    (tests/precompile.py; opt-in until it pays for itself, benchmarks/NOTES.md)."""
-    selected = [i for i in request.session.items if "gpu" in i.keywords]
-    if INTERPRET or not selected or not torch.cuda.is_available() or os.environ.get("TORCHALIGN_PRECOMPILE") != "1":
+    """On a GPU, before a run of PRECOMPILE_FROM or more GPU tests (or any, with
+    TORCHALIGN_PRECOMPILE=1; never with =0): compile every kernel variant in parallel first
+    (tests/precompile.py). The GPU tier from an empty Triton cache: benchmarks/NOTES.md."""
+    selected = sum("gpu" in i.keywords for i in request.session.items)
+    wanted = os.environ.get("TORCHALIGN_PRECOMPILE", "1" if selected >= PRECOMPILE_FROM else "0") == "1"
+    if INTERPRET or not selected or not wanted or not torch.cuda.is_available():
         return
     from .precompile import precompile
 

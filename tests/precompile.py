@@ -10,8 +10,8 @@ itself (``JITFunction.run(..., warmup=True)``: the JIT's own specialisation and 
 nothing launched), so the tests then find them in Triton's cache. A variant a test reaches
 with other argument classes still compiles in the test.
 
-Opt-in (``TORCHALIGN_PRECOMPILE=1``): it pays on a many-core host (the H200 host's 16 cores:
-benchmarks/NOTES.md has the tier's time with and without it), not on a 2-core one.
+conftest runs this when a GPU run selects at least PRECOMPILE_FROM tests (the tier,
+not one test), or always with TORCHALIGN_PRECOMPILE=1; TORCHALIGN_PRECOMPILE=0 turns it off.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def _jobs(seen) -> list:
 _RECORDED = []  # in a worker: its recording's jobs (every worker records the same list)
 
 
-def _compile(i: int) -> None:
-    """In a worker: compile job i of the recording (recorded on the worker's first job)."""
+def _recorded() -> list:
+    """In a worker: the recording's jobs (recorded on the worker's first call)."""
     if not _RECORDED:
         import pytest
         import torch
@@ -74,14 +74,18 @@ def _compile(i: int) -> None:
         torch.set_num_threads(1)  # (16 workers with torch's default thread count each were slow)
         with pytest.MonkeyPatch.context() as monkeypatch:
             _RECORDED.extend(_jobs(launches.record(monkeypatch)))
-    fn, args, kwargs = _RECORDED[i]
+    return _RECORDED
+
+
+def _compile(i: int) -> None:
+    """In a worker: compile job i of the recording."""
+    fn, args, kwargs = _recorded()[i]
     fn.run(*args, grid=(1,), warmup=True, **kwargs)
 
 
 def _count() -> int:
-    """The number of jobs, counted as a worker records them."""
-    _compile(0)
-    return len(_RECORDED)
+    """In a worker: how many jobs the recording holds."""
+    return len(_recorded())
 
 
 def precompile(workers: int | None = None) -> tuple[int, float, int]:
@@ -90,5 +94,5 @@ def precompile(workers: int | None = None) -> tuple[int, float, int]:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         n = pool.submit(_count).result()
-        list(pool.map(_compile, range(1, n), chunksize=1))  # one at a time: the slow ones first, the rest fill in
+        list(pool.map(_compile, range(n), chunksize=1))  # one at a time: the slow ones first, the rest fill in
     return n, time.perf_counter() - t0, workers
