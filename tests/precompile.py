@@ -1,5 +1,5 @@
 """Compile every kernel variant the launchers make for this GPU, one process per core,
-before the GPU tier runs (conftest's session fixture, with TORCHALIGN_PRECOMPILE=1).
+before the GPU tier runs (conftest's session fixture).
 
 A GPU test process compiles its kernels one after another, seconds each, and that was most
 of the GPU tier's time with an empty Triton cache. Here the workers record the launches of
