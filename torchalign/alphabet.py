@@ -118,20 +118,29 @@ class Alphabet:
         lut = np.frombuffer(self.symbols.encode("latin-1"), dtype=np.uint8)
         return lut[codes.astype(np.int64)].tobytes().decode("latin-1")
 
-    def complement_codes(self) -> torch.Tensor:
-        """uint8[size]: code -> code of the complementary symbol (nucleotides only)."""
+    def complement_list(self) -> list[int]:
+        """code -> code of the complementary symbol (nucleotides only)."""
         if self._complement is None:
             raise ValueError(f"alphabet {self.name!r} has no complement; both_strands needs DNA or RNA")
-        return torch.tensor([self.symbols.index(c) for c in self._complement], dtype=torch.uint8)
+        return [self.symbols.index(c) for c in self._complement]
 
-    def iupac_match_table(self) -> torch.Tensor:
-        """uint8[size, size]: [p, t] = 1 when every base text code t may stand for is
-        allowed by pattern code p (N allows everything; A allows only A)."""
+    def complement_codes(self, device=None) -> torch.Tensor:
+        """uint8[size] on ``device``: complement_list() as a tensor (made there: inside a
+        compiled CUDA graph, work on a CPU tensor costs inductor a C++ compile)."""
+        return torch.tensor(self.complement_list(), dtype=torch.uint8, device=device)
+
+    def iupac_match_rows(self) -> list[list[int]]:
+        """[p][t] = 1 when every base text code t may stand for is allowed by pattern code p
+        (N allows everything; A allows only A)."""
         if not self._iupac:
             raise ValueError(f"alphabet {self.name!r} has no IUPAC codes; iupac=True needs DNA or RNA")
         syms = self.symbols.replace("U", "T")
         sets = [set(_IUPAC_SETS[s]) for s in syms]
-        return torch.tensor([[int(t <= p) for t in sets] for p in sets], dtype=torch.uint8)
+        return [[int(t <= p) for t in sets] for p in sets]
+
+    def iupac_match_table(self, device=None) -> torch.Tensor:
+        """uint8[size, size] on ``device``: iupac_match_rows() as a tensor."""
+        return torch.tensor(self.iupac_match_rows(), dtype=torch.uint8, device=device)
 
 
 def _encode(text: str, codec: str, what: str) -> bytes:

@@ -48,7 +48,7 @@ def asm_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = F
     complement = None
     if both_strands:
         nucleotide("both_strands", t.alphabet)
-        complement = t.alphabet.complement_codes().to(t.device)
+        complement = t.alphabet.complement_codes(t.device)
     out = torch.ops.torchalign.asm_search(t.codes, t.offsets, p.codes, p.offsets, k, complement, max_hits,
                                           n_symbols(t), *_hints(t, p), check_choice("algorithm", algorithm, ALGORITHMS), check)
     return EditHits(*out)

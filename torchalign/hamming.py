@@ -71,7 +71,7 @@ def hamming_profile(texts, patterns, *, alphabet=None, iupac: bool = False, chec
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet, "dna" if iupac else "bytes")
     table = _iupac_table(t, iupac)
     return torch.ops.torchalign.hamming_profile(t.codes, t.offsets, p.codes, p.offsets, table,
-                                                n_symbols(t), _pattern_bound(t, p, iupac), max_length(p), check)
+                                                n_symbols(t), _pattern_bound(t, p, iupac, False), max_length(p), check)
 
 
 def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bool = False,
@@ -97,36 +97,38 @@ def kmismatch_search(texts, patterns, k: int, *, alphabet=None, both_strands: bo
     t, p = batches(("texts", "patterns"), (texts, patterns), alphabet,
                    "dna" if (iupac or both_strands) else "bytes")
     k = at_most_longest(k, p)  # k >= a pattern's length: every window, either way
-    complement = None  # host copy: the bound below must not read the device
+    complement = None
     if both_strands:
         nucleotide("both_strands", t.alphabet)
-        complement = t.alphabet.complement_codes()
+        complement = t.alphabet.complement_codes(t.device)
     table = _iupac_table(t, iupac)
-    bound = _pattern_bound(t, p, iupac, complement)
-    complement = None if complement is None else complement.to(t.device)
+    bound = _pattern_bound(t, p, iupac, both_strands)
     out = torch.ops.torchalign.kmismatch_search(t.codes, t.offsets, p.codes, p.offsets, k, table, complement,
                                                 max_hits, n_symbols(t), bound, max_length(p),
                                                 check)
     return Hits(*out)
 
 
-def _pattern_bound(texts, patterns, iupac: bool, complement=None) -> int:
-    """A bound on the text codes any searched pattern (and, with ``complement``, its
-    reverse complement) can match."""
+def _pattern_bound(texts, patterns, iupac: bool, both_strands: bool) -> int:
+    """A bound on the text codes any searched pattern (and, with ``both_strands``, its
+    reverse complement) can match. On the host, from the alphabet's tables as lists: no
+    tensor work for a compiled graph to run (or for inductor to compile for the CPU)."""
     bound = code_bound(patterns)
-    if iupac or complement is not None:
-        codes = torch.arange(bound)
-        if complement is not None:
-            codes = torch.cat([codes, complement[codes].long()])
-        if iupac:
-            allowed = texts.alphabet.iupac_match_table()[codes].any(0)
-            return int(torch.nonzero(allowed).max()) + 1 if allowed.any() else 1
-        return int(codes.max()) + 1 if codes.numel() else 1
-    return bound
+    if not (iupac or both_strands):
+        return bound
+    codes = list(range(bound))
+    if both_strands:
+        complement = texts.alphabet.complement_list()
+        codes += [complement[c] for c in codes]
+    if iupac:
+        rows = texts.alphabet.iupac_match_rows()
+        allowed = [t for t in range(len(rows)) if any(rows[c][t] for c in codes)]
+        return max(allowed) + 1 if allowed else 1
+    return max(codes) + 1 if codes else 1
 
 
 def _iupac_table(batch, iupac: bool):
     if not iupac:
         return None
     nucleotide("iupac", batch.alphabet)
-    return batch.alphabet.iupac_match_table().to(batch.device)
+    return batch.alphabet.iupac_match_table(batch.device)
