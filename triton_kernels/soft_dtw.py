@@ -59,6 +59,14 @@ def _softmin2(a, b):
 
 
 @triton.jit
+def _unscaled(r, scale):
+    """R as stored, from gamma / ln 2 units: a correctly rounded division. `/` is div.full
+    on the GPU, r * rcp(scale) with rcp's error the same for every value, so each row's
+    store and reload scaled R by the same (1 + eps): rel +4e-5 at 10,000^2 after 10,000 rows."""
+    return tl.math.div_rn(r, scale)
+
+
+@triton.jit
 def _then(p1, q1, p2, q2):
     """The map of cells 1 then 2: x -> softmin(softmin(p2, q2 + p1), x + q1 + q2)."""
     return _softmin2(p2, q2 + p1), q1 + q2
@@ -109,7 +117,7 @@ def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
         c = tl.load(cost_row + col, mask=col < m, other=0.0) * scale
         r = _forward_block(c, prev, col, j0, 0, dg_lo, i, m, scale, band, carry, BLOCK)
         carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
-        tl.store(out + col, r / scale, mask=col < m)
+        tl.store(out + col, _unscaled(r, scale), mask=col < m)
         j0 += BLOCK
     tl.debug_barrier()  # the next row reads this one across lanes
 
@@ -185,10 +193,10 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
             r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK)
             if j0 + BLOCK < hi:  # a block of this row follows
                 carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
-            tl.store(out + col, r / scale, mask=col < hi)
+            tl.store(out + col, _unscaled(r, scale), mask=col < hi)
             save = (K > 0) & (i % tl.maximum(K, 1) == 0)
             extra = saved_ptr + (b * n_saved + tl.where(save, i // tl.maximum(K, 1) - 1, 0)) * M
-            tl.store(extra + col, r / scale, mask=(col < hi) & ((col * 0 + save.to(tl.int32)) != 0))
+            tl.store(extra + col, _unscaled(r, scale), mask=(col < hi) & ((col * 0 + save.to(tl.int32)) != 0))
             if j0 + BLOCK >= hi:  # the row is done
                 if hi < m:  # hand the last column to stripe s + 1
                     tl.store(bnd_ptr + (b * S + s) * (N + 1) + i + col * 0, r, mask=col == hi - 1)
