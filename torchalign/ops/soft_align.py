@@ -22,8 +22,8 @@ recomputes and holds the full value table and its tangents, 24 B per cell); line
 run the three-state kernels too (a one-state kernel, 4 B per cell, lost precision on long
 gap runs and was removed: benchmarks/NOTES.md). float64 runs the torch code of
 torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on CUDA
-is correct but slow, a Python loop of small launches per row). Working memory of the kernels besides the table: a two-row
-scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
+is correct but slow, a Python loop of small launches per row). Working memory of the
+kernels besides the table: a two-row scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
 """
 
 from __future__ import annotations
