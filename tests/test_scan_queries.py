@@ -1,6 +1,6 @@
-"""The database scan runs many queries per launch (issue 13, item 2): a grid over chunks x
-queries, chunk-major. One launch of several queries equals one launch per query, and
-ta.search launches as many queries together as the scratch budget holds."""
+"""The database scan runs many queries per launch (issue 13, item 2): a program per (tile of
+query rows, chunk), the tiles of a query a wavefront. One launch of several queries equals one
+launch per query, and ta.search launches as many queries together as the ring budget holds."""
 
 from __future__ import annotations
 
@@ -34,24 +34,24 @@ def test_one_launch_of_many_queries_equals_one_per_query(kernels_on_cpu):
     slots, n, per_chunk = packed.codes.numel(), len(q), 2 * align_scan.LANES
     assert packed.chunk_lengths.numel() == 2
     together = align_scan.scan_queries(q.codes, q.offsets, 0, n, pairs, packed, 0,
-                                       torch.empty(n * slots, dtype=torch.int32), 11, 1, rows=8)
+                                       torch.empty(2 * n * slots, dtype=torch.int32), 11, 1, rows=8)
     alone = torch.cat([align_scan.scan_queries(q.codes, q.offsets, i, i + 1, pairs, packed, 0,
-                                               torch.empty(slots, dtype=torch.int32), 11, 1, rows=8)
+                                               torch.empty(2 * slots, dtype=torch.int32), 11, 1, rows=8)
                        for i in range(n)])
     assert together.shape == (n, 2 * per_chunk)
     assert torch.equal(together, alone)
     assert (together[0] == 0).all() and (together[1:, per_chunk:] > 0).any()
     # queries 2..4 from chunk 1 on: chunk 0 left at 0, chunk 1 as before
     middle = align_scan.scan_queries(q.codes, q.offsets, 2, 4, pairs, packed, 1,
-                                     torch.empty(2 * slots, dtype=torch.int32), 11, 1, rows=8)
+                                     torch.empty(4 * slots, dtype=torch.int32), 11, 1, rows=8)
     assert (middle[:, :per_chunk] == 0).all() and torch.equal(middle[:, per_chunk:], alone[2:4, per_chunk:])
 
 
-def test_scratch_too_small_is_an_error(kernels_on_cpu):
+def test_ring_too_small_is_an_error(kernels_on_cpu):
     align_scan, q, packed, pairs = _setup()
-    with pytest.raises(ValueError, match="scratch holds"):
+    with pytest.raises(ValueError, match="ring holds"):
         align_scan.scan_queries(q.codes, q.offsets, 0, 2, pairs, packed, 0,
-                                torch.empty(packed.codes.numel(), dtype=torch.int32), 11, 1)
+                                torch.empty(3 * packed.codes.numel(), dtype=torch.int32), 11, 1)
 
 
 def test_search_launches_as_many_queries_as_the_budget_holds(kernels_on_cpu, monkeypatch):
@@ -64,7 +64,7 @@ def test_search_launches_as_many_queries_as_the_budget_holds(kernels_on_cpu, mon
     db = ta.encode([related(rng, rng.choice(queries)) for _ in range(10)] + [rand_protein(rng, 8)
                                                                             for _ in range(10)], "protein")
     slots = db.pack(2 * align_scan.LANES).codes.numel()
-    monkeypatch.setattr(ops_align, "SCAN_SCRATCH_BYTES", 4 * 2 * slots)  # two queries' scratch per launch
+    monkeypatch.setattr(ops_align, "SCAN_SCRATCH_BYTES", 8 * 2 * slots)  # two queries' ring per launch
     launched = []
     plain = align_scan.scan_queries
     monkeypatch.setattr(align_scan, "scan_queries", lambda *a, **kw: launched.append(a[3] - a[2]) or plain(*a, **kw))

@@ -397,8 +397,9 @@ def test_stripe_wait_gives_up_and_poisons(monkeypatch):
     import triton.language as tl
 
     from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import spin
 
-    monkeypatch.setattr(K, "SPIN_LIMIT", tl.constexpr(5))
+    monkeypatch.setattr(spin, "SPIN_LIMIT", tl.constexpr(5))
     probe = wait_probe
     flag, err, out = (torch.zeros(1, dtype=torch.int32) for _ in range(3))
     probe[(1,)](flag, err, out)

@@ -39,6 +39,7 @@ import triton.language as tl
 # the scores by inline PTX (compile time); the query codes stay tl.load here: inline, they moved
 # the DPX column loop's register allocation (3 more instructions), where align.py's loops kept theirs
 from .align import _score_at
+from .spin import GAVE_UP, wait_until
 
 NEG16 = -(1 << 14)  # minus infinity of the packed path: pads, the first E and F
 
@@ -115,30 +116,48 @@ def _max2(a, b, DPX: tl.constexpr, HALF: tl.constexpr = 0):
         return tl.maximum(a & HIGH, b & HIGH) | lo.to(tl.int32, bitcast=True)
 
 
-@triton.jit(do_not_specialize=["q0", "n_q", "chunk0", "n_seqs", "pair_width", "scratch_stride", "best_stride",
-                               "neg_open", "neg_extend", "pad"],  # one variant per DPX
-            do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr"])  # (slices of a batch's chunks)
+@triton.jit
+def _unpacked(x, HALF: tl.constexpr):
+    """The two halves of packed int32s as int32 (low, high): int16, or float16 with HALF."""
+    if HALF:
+        lo, hi = _halves(x)
+        return lo.to(tl.int32), hi.to(tl.int32)
+    return (x << 16) >> 16, x >> 16
+
+
+@triton.jit(do_not_specialize=["q0", "n_chunks", "chunk0", "n_seqs", "pair_width", "slots", "best_stride",
+                               "neg_open", "neg_extend", "pad"],  # one variant per DPX / HALF
+            do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr", "work_ptr"])  # (slices)
 def scan_kernel(
-    q_ptr, q_off_ptr, q0, n_q, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs, chunk0,
-    scratch_ptr, scratch_stride, best_ptr, best_stride, neg_open, neg_extend, pad,
-    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr,
+    q_ptr, q_off_ptr, q0, work_ptr, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs,
+    chunk0, n_chunks, ring_ptr, slots, best_ptr, best_stride, ticket_ptr, flag_ptr, neg_open, neg_extend, pad,
+    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr, HAND_OFF: tl.constexpr,
 ):
-    """Program p scans chunk chunk0 + p // n_q against query qi = q0 + p % n_q, q[q_off[qi] :
-    q_off[qi + 1]]: chunk-major, so the longest chunks of every query start first and a
-    small database still fills the GPU.
+    """One tile: ROWS query rows against one chunk. Program w (its ticket, taken from an atomic
+    counter when it starts, so a lower ticket has always started) takes work item
+    w // n_chunks, (query qi, tile t) = work[w // n_chunks], against chunk chunk0 + w % n_chunks.
+    The work list holds the tiles of a query one after another, so tile t - 1 of the same
+    query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (H and F, from
+    the ring) column by column as it is written, waiting on its progress counter (columns
+    done, published every HAND_OFF columns), a wavefront down the query.
     ``pair``: int32 [query code][code A * pair_width + code B] = the two scores packed;
-    ``len``: the n_seqs sequence lengths in packed (sorted) order, slot s of chunk c
-    holding sequence c * 2 LANES + s; ``neg_open`` / ``neg_extend``: -gap_open /
-    -gap_extend packed in both halves; ``scratch``: int32, scratch_stride per query, at the
-    chunk's own offset in it 2 x LANES per column (the tile's last row H and F). ``pad``:
-    the pad code (pair_width - 1). Writes the packed best of lane l to
-    best[(qi - q0) * best_stride + chunk * LANES + l]."""
-    p = tl.program_id(0)
-    c = chunk0 + p // n_q
-    qn = (p % n_q).to(tl.int64)
-    qi = q0 + qn
+    ``len``: the n_seqs sequence lengths in packed (sorted) order, slot s of chunk c holding
+    sequence c * 2 LANES + s; ``neg_open`` / ``neg_extend``: -gap_open / -gap_extend packed
+    in both halves; ``ring``: int32, two rows of ``slots`` per query of the launch (tile t
+    writes row t % 2), at the chunk's own offset 2 x LANES per column (H, then F); ``pad``:
+    the pad code (pair_width - 1); ``flag``: one zeroed counter per work item and chunk.
+    Raises best[qi - q0, chunk * 2 LANES + s] (int32, zeroed) to sequence s's best cell of the
+    tile (atomic max). A wait that gives up (spin.py) raises the chunk's bests to 32767, above
+    every caller's limit: they are then recomputed, never returned wrong."""
+    w = tl.atomic_add(ticket_ptr, 1).to(tl.int64)
+    item = w // n_chunks
+    c = chunk0 + w % n_chunks
+    qi = tl.load(work_ptr + 2 * item).to(tl.int64)
+    t = tl.load(work_ptr + 2 * item + 1)
+    qn = qi - q0
     q_start = tl.load(q_off_ptr + qi)
     m = (tl.load(q_off_ptr + qi + 1) - q_start).to(tl.int32)
+    r0 = t * ROWS
     base = tl.load(chunk_off_ptr + c)
     n = tl.load(chunk_len_ptr + c).to(tl.int32)
     lane = tl.arange(0, LANES)
@@ -151,52 +170,67 @@ def scan_kernel(
     else:
         neg = zero + NEG2
     col = db_ptr + base + lane
-    row_at = scratch_ptr + qn * scratch_stride + base + lane
+    row_in = ring_ptr + (2 * qn + (t + 1) % 2) * slots + base + lane
+    row_out = ring_ptr + (2 * qn + t % 2) * slots + base + lane
+    flag_in = flag_ptr + (item - 1) * n_chunks + (c - chunk0)
+    flag_out = flag_ptr + item * n_chunks + (c - chunk0)
     best = zero
-    r0 = 0
-    while r0 < m:
-        rows = ()
-        hs = ()
-        es = ()
+    rows = ()
+    hs = ()
+    es = ()
+    for r in tl.static_range(ROWS):
+        qc = tl.load(q_ptr + q_start + r0 + r, mask=r0 + r < m, other=0).to(tl.int32)
+        rows = rows + (pair_ptr + tl.where(r0 + r < m, tl.minimum(qc, pad), pad) * pair_width * pair_width,)
+        hs = hs + (zero,)
+        es = es + (neg,)
+    corner = zero
+    # columns of tile t - 1 known done (all, when it ran in an earlier launch: a query's tiles may span two)
+    seen = tl.where(item > 0, 0, n)
+    j = 0
+    while j < n:
+        a = tl.where(j < len_a, tl.minimum(tl.load(col + j * 2 * LANES).to(tl.int32), pad), pad)
+        b = tl.where(j < len_b, tl.minimum(tl.load(col + j * 2 * LANES + LANES).to(tl.int32), pad), pad)
+        idx = a * pair_width + b
+        if t == 0:
+            h_up = zero
+            f_up = neg
+        else:
+            if j >= seen:
+                seen = wait_until(flag_in, j + 1)
+            # (L2, not L1: another program wrote it)
+            h_up = tl.load(row_in + j * 2 * LANES, cache_modifier=".cg")
+            f_up = tl.load(row_in + j * 2 * LANES + LANES, cache_modifier=".cg")
+        diag = corner
+        corner = h_up
+        new_h = ()
+        new_e = ()
         for r in tl.static_range(ROWS):
-            qc = tl.load(q_ptr + q_start + r0 + r, mask=r0 + r < m, other=0).to(tl.int32)
-            rows = rows + (pair_ptr + tl.where(r0 + r < m, tl.minimum(qc, pad), pad) * pair_width * pair_width,)
-            hs = hs + (zero,)
-            es = es + (neg,)
-        corner = zero
-        j = 0
-        while j < n:
-            a = tl.where(j < len_a, tl.minimum(tl.load(col + j * 2 * LANES).to(tl.int32), pad), pad)
-            b = tl.where(j < len_b, tl.minimum(tl.load(col + j * 2 * LANES + LANES).to(tl.int32), pad), pad)
-            idx = a * pair_width + b
-            if r0 == 0:
-                h_up = zero
-                f_up = neg
-            else:
-                h_up = tl.load(row_at + j * 2 * LANES)
-                f_up = tl.load(row_at + j * 2 * LANES + LANES)
-            diag = corner
-            corner = h_up
-            new_h = ()
-            new_e = ()
-            for r in tl.static_range(ROWS):
-                s = _score_at(rows[r] + idx)
-                e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
-                f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
-                h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
-                best = _max2(best, h, DPX, HALF)
-                diag = hs[r]
-                h_up = h
-                f_up = f
-                new_h = new_h + (h,)
-                new_e = new_e + (e,)
-            hs = new_h
-            es = new_e
-            tl.store(row_at + j * 2 * LANES, h_up)
-            tl.store(row_at + j * 2 * LANES + LANES, f_up)
-            j += 1
-        r0 += ROWS
-    tl.store(best_ptr + qn * best_stride + c * LANES + lane, best)
+            s = _score_at(rows[r] + idx)
+            e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
+            f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
+            h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
+            best = _max2(best, h, DPX, HALF)
+            diag = hs[r]
+            h_up = h
+            f_up = f
+            new_h = new_h + (h,)
+            new_e = new_e + (e,)
+        hs = new_h
+        es = new_e
+        j += 1
+        if r0 + ROWS < m:  # (not the query's last tile: its row is read)
+            tl.store(row_out + (j - 1) * 2 * LANES, h_up)
+            tl.store(row_out + (j - 1) * 2 * LANES + LANES, f_up)
+            if (j % HAND_OFF == 0) | (j == n):
+                tl.debug_barrier()  # every lane's stores before the release
+                tl.atomic_xchg(flag_out, j, sem="release")
+    lo, hi = _unpacked(best, HALF)
+    if seen == GAVE_UP:
+        lo = zero + 32767
+        hi = lo
+    at = best_ptr + qn * best_stride + rank
+    tl.atomic_max(at, lo, mask=rank < n_seqs)
+    tl.atomic_max(at + LANES, hi, mask=rank + LANES < n_seqs)
 
 
 def pair_table(table, pad_score: int, half: bool = False):
@@ -242,30 +276,51 @@ def use_dpx(device: torch.device) -> bool:
     return device.type == "cuda" and dpx_for(torch.cuda.get_device_capability(device))
 
 
-def scan_queries(q_codes, q_offsets, q0: int, q1: int, pairs, packed, chunk0: int, scratch, gap_open: int,
-                 gap_extend: int, rows: int | None = None, half: int = 0):
+HAND_OFF = 16  # a tile publishes its progress every HAND_OFF columns
+MAX_GRID = (1 << 31) - 1  # programs per launch (grid x)
+
+
+def work_list(q_lengths: list[int], q0: int, rows: int) -> list[tuple[int, int]]:
+    """(query, tile) of every tile of queries q0, q0 + 1, ... (lengths ``q_lengths``), the
+    longest queries first (their wavefronts are the longest), a query's tiles in order."""
+    order = sorted(range(len(q_lengths)), key=lambda i: -q_lengths[i])
+    return [(q0 + i, t) for i in order for t in range(-(-q_lengths[i] // rows))]
+
+
+def scan_queries(q_codes, q_offsets, q0: int, q1: int, pairs, packed, chunk0: int, ring, gap_open: int,
+                 gap_extend: int, rows: int | None = None, half: int = 0, q_lengths: list[int] | None = None):
     """Best local scores of queries q0..q1 against every sequence of chunks chunk0.. of
-    ``packed`` (a PackedBatch of 2 x lanes lanes), in one launch: int32 [q1 - q0, chunks x 2
-    lanes] in packed (sorted) order, the sequences of chunks before chunk0 left at 0.
-    ``pairs``: pair_table(table, NEG16, half > 0); ``scratch``: int32, (q1 - q0) x
+    ``packed`` (a PackedBatch of 2 x lanes lanes): int32 [q1 - q0, chunks x 2 lanes] in packed
+    (sorted) order, the sequences of chunks before chunk0 left at 0. One launch of a program
+    per (tile of ``rows`` query rows, chunk) (more if the grid passes MAX_GRID).
+    ``pairs``: pair_table(table, NEG16, half > 0); ``ring``: int32, 2 (q1 - q0)
     packed.codes.numel(); ``half``: use_half2's mode (0: int16 scores, wrapping past 32767;
-    else float16, exact up to HALF_EXACT)."""
+    else float16, exact up to HALF_EXACT); ``q_lengths``: the queries' lengths if the caller
+    has them on the host (else one read)."""
+    rows = rows or ROWS
     n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0
     slots = packed.codes.numel()
-    if scratch.numel() < n_q * slots:
-        raise ValueError(f"scan_queries: scratch holds {scratch.numel()} int32, {n_q} queries need {n_q * slots}")
-    best = torch.zeros((n_q, n_chunks * lanes), dtype=torch.int32, device=q_codes.device)
-    if n_q > 0 and n_chunks > chunk0 and slots and q_codes.numel():  # (else every best is 0)
-        width, pack = pairs.shape[0], packed_half if half else packed_pair
-        scan_kernel[((n_chunks - chunk0) * n_q,)](
-            q_codes, q_offsets, q0, n_q, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
-            packed.lengths, packed.lengths.numel(), chunk0, scratch, slots, best, n_chunks * lanes,
-            pack(-gap_open), pack(-gap_extend), width - 1,
-            ROWS=rows or ROWS, LANES=lanes, DPX=False if half else use_dpx(q_codes.device), HALF=half,
+    if ring.numel() < 2 * n_q * slots:
+        raise ValueError(f"scan_queries: ring holds {ring.numel()} int32, {n_q} queries need {2 * n_q * slots}")
+    dev = q_codes.device
+    best = torch.zeros((n_q, n_chunks * 2 * lanes), dtype=torch.int32, device=dev)
+    n_c = n_chunks - chunk0
+    if n_q <= 0 or n_c <= 0 or not slots:
+        return best
+    if q_lengths is None:
+        q_lengths = (q_offsets[q0 + 1 : q1 + 1] - q_offsets[q0:q1]).tolist()
+    items = work_list(q_lengths, q0, rows)
+    width, pack = pairs.shape[0], packed_half if half else packed_pair
+    per = max(1, MAX_GRID // n_c)  # work items per launch (a query's tiles may span two: one stream, in order)
+    for i0 in range(0, len(items), per):
+        part = items[i0 : i0 + per]
+        work = torch.tensor(part, dtype=torch.int32).to(dev, non_blocking=True)
+        sync = torch.zeros(4 + len(part) * n_c, dtype=torch.int32, device=dev)  # the ticket, then the counters
+        scan_kernel[(len(part) * n_c,)](
+            q_codes, q_offsets, q0, work, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
+            packed.lengths, packed.lengths.numel(), chunk0, n_c, ring, slots, best, n_chunks * 2 * lanes, sync[:1],
+            sync[4:], pack(-gap_open), pack(-gap_extend), width - 1,
+            ROWS=rows, LANES=lanes, DPX=False if half else use_dpx(dev), HALF=half, HAND_OFF=HAND_OFF,
             num_warps=max(1, lanes // 32),
         )
-    # lane l of a chunk: slot l in the low half, slot l + lanes in the high half
-    halves = best.view(n_q, -1, lanes, 1).view(torch.int16)  # [..., (low, high)]
-    if half:
-        halves = halves.view(torch.float16)
-    return halves.to(torch.int32).transpose(2, 3).reshape(n_q, -1)
+    return best

@@ -32,7 +32,7 @@ stripe s - 1's last column, row by row, the backward's stripe s takes E and E w_
 stripe s + 1's first column, through per-row boundary arrays; a progress counter per
 stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
 A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
-deadlock as long as programs start in id order; a wait that passes SPIN_LIMIT polls gives
+deadlock as long as programs start in id order; a wait that passes spin.SPIN_LIMIT polls gives
 up and the launch's value or gradient comes back NaN (never a silently wrong number).
 
 Pure: imports only torch and triton.
@@ -42,11 +42,12 @@ import torch
 import triton
 import triton.language as tl
 
+from .spin import GAVE_UP, wait_until
+
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
 STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
 STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
-SPIN_LIMIT = tl.constexpr(1 << 22)  # polls of a stripe's wait (seconds) before its launch gives up (NaN results)
 
 
 @triton.jit
@@ -124,18 +125,11 @@ def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
 
 @triton.jit
 def _wait(flag, target, err):
-    """Spin until the counter at ``flag`` reaches ``target`` (acquire) and return what it
-    read; past SPIN_LIMIT polls count an error (the launch's results are then poisoned with
-    NaN, never left wrong) and return 2^30: the program waits no more (it finishes, wrong
-    but poisoned, instead of timing out again on every row)."""
-    seen = tl.atomic_add(flag, 0, sem="acquire")
-    spins = 0
-    while (seen < target) & (spins < SPIN_LIMIT):
-        seen = tl.atomic_add(flag, 0, sem="acquire")
-        spins += 1
-    if seen < target:
+    """spin.wait_until, a wait that gave up counted as an error (the launch's results are
+    then poisoned with NaN, never left wrong)."""
+    seen = wait_until(flag, target)
+    if seen == GAVE_UP:
         tl.atomic_add(err, 1)
-        seen = 1 << 30
     return seen
 
 

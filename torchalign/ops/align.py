@@ -123,7 +123,7 @@ SCAN_STREAMS = 4  # launches of queries on this many CUDA streams at once: one l
 # (1,024, 2,048) 1.68-1.70, (1,024, 4,096) 1.65-1.66, (2,048, 4,096) 1.87 (NOTES.md).
 SCAN_LONG = 2048
 SCAN_WAVE = 4096
-# The scan's scratch per stream (int32 per packed slot and query of a launch): chunks in slices
+# The scan's ring per stream (two int32 per packed slot and query of a launch): chunks in slices
 # that fit, and as many queries per launch as fit (all 20 bundled ones; one for 200 M residues)
 SCAN_SCRATCH_BYTES = 1 << 30
 
@@ -145,7 +145,7 @@ def _on(stream):
 class _Scan:
     """The database packed for align_scan (sorted by length, interleaved chunks of
     2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan; the rest
-    scanned in slices of chunks whose scratch (4 B per packed slot) fits SCAN_SCRATCH_BYTES."""
+    scanned in slices of chunks whose ring (8 B per packed slot) fits SCAN_SCRATCH_BYTES."""
 
     def __init__(self, d_codes, d_offsets, table, gap_open: int, gap_extend: int):
         self.k = kernels("align_scan")
@@ -156,7 +156,7 @@ class _Scan:
         self.n = d_offsets.numel() - 1
         self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
         self.slices = []  # (first chunk, end chunk, the slice as a PackedBatch of its own)
-        c0, slots = self.chunk0, max(1, SCAN_SCRATCH_BYTES // 4)
+        c0, slots = self.chunk0, max(1, SCAN_SCRATCH_BYTES // 8)
         while c0 < len(offs) - 1:
             c1 = min(len(offs) - 1, max(c0 + 1, bisect.bisect_right(offs, offs[c0] + slots) - 1))
             part = p._replace(codes=p.codes[offs[c0]:offs[c1]], chunk_offsets=p.chunk_offsets[c0 : c1 + 1] - offs[c0],
@@ -179,7 +179,9 @@ class _Scan:
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
         dev, order, lr, per_chunk = q_codes.device, self.packed.order, self.long_ranks, 2 * self.k.LANES
         by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=dev)
-        per_launch = max(1, min(q1 - q0, SCAN_SCRATCH_BYTES // (4 * max(1, self.slots))))
+        q_lengths = (q_offsets[q0 + 1 : q1 + 1] - q_offsets[q0:q1]).tolist()
+        # each query of a launch keeps two rows of the ring (8 B per packed slot)
+        per_launch = max(1, min(q1 - q0, SCAN_SCRATCH_BYTES // (8 * max(1, self.slots))))
         launches = [(g0, min(q1, g0 + per_launch)) for g0 in range(q0, q1, per_launch)]
         long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, len(launches)))
         if lr:  # the long chunks' pairs, beside the scans
@@ -187,7 +189,7 @@ class _Scan:
                 pair_q = torch.arange(q0, q1, device=dev)[:, None].expand(q1 - q0, lr).reshape(-1)
                 by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
                                          table, gap_open, gap_extend, "local", False, SCAN_WAVE)[0].view(q1 - q0, lr)
-        need = max(1, self.slots * per_launch)
+        need = max(1, 2 * self.slots * per_launch)
         self.scratch = [x for x in self.scratch if x.numel() >= need][: len(scan_streams)]
         while len(self.scratch) < len(scan_streams):
             self.scratch.append(torch.empty(need, dtype=torch.int32, device=dev))
@@ -198,7 +200,7 @@ class _Scan:
                     a, b = c0 * per_chunk, min(self.n, c1 * per_chunk)
                     by_rank[g0 - q0 : g1 - q0, a:b] = self.k.scan_queries(
                         q_codes, q_offsets, g0, g1, self.pairs, part, 0, self.scratch[s], gap_open, gap_extend,
-                        half=self.half)[:, : b - a]
+                        half=self.half, q_lengths=q_lengths[g0 - q0 : g1 - q0])[:, : b - a]
         if dev.type == "cuda":
             for stream in [long_stream] + scan_streams:
                 torch.cuda.current_stream(dev).wait_stream(stream)
