@@ -63,8 +63,6 @@ def recording(monkeypatch):
             monkeypatch.setattr(mod, "use_kernels", lambda t: True)
     monkeypatch.setattr(align_scan, "use_dpx", lambda device: DEVICE_DPX)
     monkeypatch.setattr(align, "LONG_TARGET", 6)  # targets of 6+ residues: align_wave
-    monkeypatch.setattr(ops.align, "SCAN_LONG", 8)  # chunks of 8+ residues leave the scan ...
-    monkeypatch.setattr(ops.align, "SCAN_WAVE", 12)  # ... and of those, targets of 12+: align_wave
     yield seen
     del align_wave
 

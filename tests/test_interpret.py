@@ -357,41 +357,36 @@ def test_align_tiles_and_wavefront(small_tiles, pairs, mode, gaps):
     assert got == [ref.align_score(q, t, sc.score, *gaps, mode) for q, t in zip(qs, ts)]
 
 
-SCAN_LONG, SCAN_WAVE = 12, 14  # (small_tiles: scan chunks of 4 sequences)
-
-
 @settings(max_examples=4, **SETTINGS)
-@given(st.lists(lengths((SCAN_WAVE,), SCAN_WAVE + 1, low=SCAN_LONG), min_size=1, max_size=2),
-       st.lists(lengths(TILES[:1], SCAN_LONG - 1), min_size=8, max_size=9),
+@given(st.lists(lengths((14,), 15, low=12), min_size=1, max_size=2), st.lists(lengths(TILES[:1], 11), min_size=8,
+                                                                              max_size=9),
        st.lists(lengths(TILES[:2], 17), min_size=1, max_size=2), st.randoms(use_true_random=False))
-def test_search_scan_beside_long_chunks(small_tiles, monkeypatch, long, short, q_lens, rnd):
-    """ta.search (local) in every example: the database's chunks of SCAN_LONG residues or more
-    go to the pairs kernels (SCAN_WAVE or more: the wavefront) beside the packed int16 scan
-    of two or more shorter chunks (both counted); query lengths across the scan's 8-row
-    tiles; every score and both ends of every pair against the reference."""
-    from torchalign_kernels import align, align_scan
+def test_search_scan_with_long_chunks(small_tiles, monkeypatch, long, short, q_lens, rnd):
+    """ta.search (local) in every example: every chunk of the database on the packed int16
+    scan in one launch of every query, the long chunks (sequences of 12 to 15 residues beside
+    ones of 11 or fewer) included; query lengths across the scan's 8-row tiles; the ends of
+    the top hits (few pairs: all on align_wave); every score and both ends of every pair
+    against the reference."""
+    from torchalign_kernels import align_scan
 
     from torchalign.ops import align as ops_align
 
     from . import align_cases as al
 
-    monkeypatch.setattr(ops_align, "SCAN_LONG", SCAN_LONG)
-    monkeypatch.setattr(ops_align, "SCAN_WAVE", SCAN_WAVE)
-    monkeypatch.setattr(align, "LONG_TARGET", 1 << 30)  # the ends of every pair: the inter-task kernel
-    scans, longs = [], []
+    scans, ends = [], []
     plain_scan, plain_pairs = align_scan.scan_queries, ops_align._pairs
     monkeypatch.setattr(align_scan, "scan_queries", lambda *a, **kw: scans.append((a[5].chunk_lengths.numel(), a[6],
                                                                                     a[3] - a[2]))
                         or plain_scan(*a, **kw))
-    monkeypatch.setattr(ops_align, "_pairs", lambda *a, **kw: longs.append(a[11:]) or plain_pairs(*a, **kw))
+    monkeypatch.setattr(ops_align, "_pairs", lambda *a, **kw: ends.append(a[10:]) or plain_pairs(*a, **kw))
     qs = [al.rand_protein(rnd, n, FEW) for n in q_lens]
     db = [al.rand_protein(rnd, n, FEW) for n in long + short]
     for i, q in enumerate(qs):  # a piece of a query, edited, in a short sequence
-        db[len(long) + i] = al.related(rnd, q, FEW)[: SCAN_LONG - 1]
+        db[len(long) + i] = al.related(rnd, q, FEW)[:11]
     al.check_top_k("cpu", qs, db, ta.Scoring(), "local", (len(db),))
-    # one launch of every query on one slice of the scanned chunks (the long chunks left out of it), of 2 chunks or more
-    assert scans and all(n_chunks - chunk0 >= 2 and n_q == len(qs) for n_chunks, chunk0, n_q in scans)
-    assert (SCAN_WAVE,) in longs  # the long chunks' pairs (then the ends of every pair: track)
+    n_chunks = -(-len(db) // (2 * align_scan.LANES))
+    assert scans and all(s == (n_chunks, 0, len(qs)) for s in scans) and n_chunks >= 3
+    assert ends and all(e == (True, 0) for e in ends)  # only the ends of the top hits, on align_wave
 
 
 def test_search_kernel(monkeypatch, rng):

@@ -8,8 +8,8 @@ and each step of Gotoh's recurrence is one packed instruction: on Hopper ``add.s
 and ``max.s16x2`` through inline PTX (ptxas fuses an add and a max into one DPX
 instruction; both need sm_90), elsewhere (compute capability < 9.0, the interpreter,
 TORCHALIGN_NO_DPX=1: DPX=False) the same integers from plain int32 instructions. The
-substitution scores of both sequences come from one load of a pair table: entry (query
-code, code A, code B) holds both scores packed. Slots past a sequence's end (and query
+substitution scores of both sequences come from two loads of the tile's query profile
+(one score in each half, ORed). Slots past a sequence's end (and query
 rows past the query's) take the pad code by their length, whatever the packed database
 holds there: for 256-symbol tables every byte is a real code.
 
@@ -125,13 +125,14 @@ def _unpacked(x, HALF: tl.constexpr):
     return (x << 16) >> 16, x >> 16
 
 
-@triton.jit(do_not_specialize=["q0", "n_chunks", "chunk0", "n_seqs", "pair_width", "slots", "best_stride",
+@triton.jit(do_not_specialize=["q0", "n_chunks", "chunk0", "n_seqs", "slots", "best_stride",
                                "neg_open", "neg_extend", "pad"],  # one variant per DPX / HALF
             do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr", "work_ptr"])  # (slices)
 def scan_kernel(
-    q_ptr, q_off_ptr, q0, work_ptr, pair_ptr, pair_width, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs,
+    q_off_ptr, q0, work_ptr, prof_ptr, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs,
     chunk0, n_chunks, ring_ptr, slots, best_ptr, best_stride, ticket_ptr, flag_ptr, neg_open, neg_extend, pad,
-    ROWS: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr, HAND_OFF: tl.constexpr,
+    ROWS: tl.constexpr, PW: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr,
+    HAND_OFF: tl.constexpr,
 ):
     """One tile: ROWS query rows against one chunk. Program w (its ticket, taken from an atomic
     counter when it starts, so a lower ticket has always started) takes work item
@@ -140,12 +141,15 @@ def scan_kernel(
     query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (H and F, from
     the ring) column by column as it is written, waiting on its progress counter (columns
     done, published every HAND_OFF columns), a wavefront down the query.
-    ``pair``: int32 [query code][code A * pair_width + code B] = the two scores packed;
+    ``prof``: int32 [work item][row][2 PW], the tile's query profile (profile_table's rows of
+    its query codes): a lane's two scores are entries code A and PW + code B of the row, one
+    in each half, so each load of a row gathers within 4 PW bytes (one or two cache lines)
+    and its address is the column's pointer plus a constant;
     ``len``: the n_seqs sequence lengths in packed (sorted) order, slot s of chunk c holding
     sequence c * 2 LANES + s; ``neg_open`` / ``neg_extend``: -gap_open / -gap_extend packed
     in both halves; ``ring``: int32, two rows of ``slots`` per query of the launch (tile t
     writes row t % 2), at the chunk's own offset 2 x LANES per column (H, then F); ``pad``:
-    the pad code (pair_width - 1); ``flag``: one zeroed counter per work item and chunk.
+    the pad code (S); ``flag``: one zeroed counter per work item and chunk.
     Raises best[qi - q0, chunk * 2 LANES + s] (int32, zeroed) to sequence s's best cell of the
     tile (atomic max). A wait that gives up (spin.py) raises the chunk's bests to 32767, above
     every caller's limit: they are then recomputed, never returned wrong."""
@@ -155,9 +159,9 @@ def scan_kernel(
     qi = tl.load(work_ptr + 2 * item).to(tl.int64)
     t = tl.load(work_ptr + 2 * item + 1)
     qn = qi - q0
-    q_start = tl.load(q_off_ptr + qi)
-    m = (tl.load(q_off_ptr + qi + 1) - q_start).to(tl.int32)
+    m = (tl.load(q_off_ptr + qi + 1) - tl.load(q_off_ptr + qi)).to(tl.int32)
     r0 = t * ROWS
+    prof = prof_ptr + item * (ROWS * 2 * PW)
     base = tl.load(chunk_off_ptr + c)
     n = tl.load(chunk_len_ptr + c).to(tl.int32)
     lane = tl.arange(0, LANES)
@@ -175,12 +179,9 @@ def scan_kernel(
     flag_in = flag_ptr + (item - 1) * n_chunks + (c - chunk0)
     flag_out = flag_ptr + item * n_chunks + (c - chunk0)
     best = zero
-    rows = ()
     hs = ()
     es = ()
     for r in tl.static_range(ROWS):
-        qc = tl.load(q_ptr + q_start + r0 + r, mask=r0 + r < m, other=0).to(tl.int32)
-        rows = rows + (pair_ptr + tl.where(r0 + r < m, tl.minimum(qc, pad), pad) * pair_width * pair_width,)
         hs = hs + (zero,)
         es = es + (neg,)
     corner = zero
@@ -190,7 +191,8 @@ def scan_kernel(
     while j < n:
         a = tl.where(j < len_a, tl.minimum(tl.load(col + j * 2 * LANES).to(tl.int32), pad), pad)
         b = tl.where(j < len_b, tl.minimum(tl.load(col + j * 2 * LANES + LANES).to(tl.int32), pad), pad)
-        idx = a * pair_width + b
+        at_a = prof + a
+        at_b = prof + PW + b
         if t == 0:
             h_up = zero
             f_up = neg
@@ -205,7 +207,7 @@ def scan_kernel(
         new_h = ()
         new_e = ()
         for r in tl.static_range(ROWS):
-            s = _score_at(rows[r] + idx)
+            s = _score_at(at_a + r * 2 * PW) | _score_at(at_b + r * 2 * PW)
             e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
             f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
             h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
@@ -233,19 +235,22 @@ def scan_kernel(
     tl.atomic_max(at + LANES, hi, mask=rank + LANES < n_seqs)
 
 
-def pair_table(table, pad_score: int, half: bool = False):
-    """int32 [S + 1, (S + 1)^2]: entry [q, a * (S + 1) + b] holds table[q, a] in the low and
-    table[q, b] in the high 16 bits (as int16, or with ``half`` as float16); code S is the
-    pad, scoring ``pad_score``. (S + 1)^3 entries: 68 MB for 256 symbols (the op sends such
-    tables to the int32 kernels)."""
-    size = table.shape[0] + 1
-    t = torch.full((size, size), pad_score, dtype=torch.int32, device=table.device)
-    t[:-1, :-1] = table
+def profile_table(table, pad_score: int, half: bool = False):
+    """int32 [S + 1, 2 PW] (PW = profile_width(S)): row q holds table[q, a] at column a in the
+    low 16 bits (the high 16 zero) and table[q, b] at column PW + b in the high 16 bits (the
+    low 16 zero), so that one entry of each ORed is a lane's pair of scores; code S is the pad,
+    scoring ``pad_score``. Entries are int16 or, with ``half``, float16 bit patterns."""
+    size, width = table.shape[0] + 1, profile_width(table.shape[0])
+    t = torch.full((size, width), pad_score, dtype=torch.int32, device=table.device)
+    t[:-1, : size - 1] = table
     if half:  # the float16 bit patterns (exact: |scores| <= HALF_EXACT and the pad, a power of 2)
         t = t.to(torch.float16).view(torch.int16).to(torch.int32)
-    lo = t[:, :, None].expand(size, size, size)
-    hi = t[:, None, :].expand(size, size, size)
-    return ((hi << 16) | (lo & 0xFFFF)).reshape(size, size * size).contiguous()
+    return torch.cat([t & 0xFFFF, t << 16], dim=1).contiguous()
+
+
+def profile_width(symbols: int) -> int:
+    """PW: the codes and the pad, rounded up to 32 (128 B: a row's gather stays in its line)."""
+    return -(-(symbols + 1) // 32) * 32
 
 
 DPX_CAPABILITY = (9, 0)  # add.s16x2 / max.s16x2: Hopper and later
@@ -287,40 +292,60 @@ def work_list(q_lengths: list[int], q0: int, rows: int) -> list[tuple[int, int]]
     return [(q0 + i, t) for i in order for t in range(-(-q_lengths[i] // rows))]
 
 
-def scan_queries(q_codes, q_offsets, q0: int, q1: int, pairs, packed, chunk0: int, ring, gap_open: int,
-                 gap_extend: int, rows: int | None = None, half: int = 0, q_lengths: list[int] | None = None):
+PROFILE_BYTES = 1 << 28  # the tile profiles of one launch (12 KB per tile of 48 protein rows)
+
+
+def tile_profiles(q_codes, q_offsets, work, table_profile, rows: int):
+    """int32 [items, rows, 2 PW]: the profile_table rows of each work item's (query, tile)
+    query codes, the rows past the query's end the pad's."""
+    pad = table_profile.shape[0] - 1
+    q, t = work[:, 0].long(), work[:, 1].long()
+    start, length = q_offsets[q], q_offsets[q + 1] - q_offsets[q]
+    pos = t[:, None] * rows + torch.arange(rows, device=work.device)
+    inside = pos < length[:, None]
+    codes = q_codes[torch.where(inside, start[:, None] + pos, 0)].long().clamp_(max=pad) if q_codes.numel() else pos
+    return table_profile[torch.where(inside, codes, pad)]
+
+
+def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, chunk0: int, ring, gap_open: int,
+                 gap_extend: int, rows: int | None = None, half: int = 0, q_lengths: list[int] | None = None,
+                 out=None):
     """Best local scores of queries q0..q1 against every sequence of chunks chunk0.. of
     ``packed`` (a PackedBatch of 2 x lanes lanes): int32 [q1 - q0, chunks x 2 lanes] in packed
-    (sorted) order, the sequences of chunks before chunk0 left at 0. One launch of a program
-    per (tile of ``rows`` query rows, chunk) (more if the grid passes MAX_GRID).
-    ``pairs``: pair_table(table, NEG16, half > 0); ``ring``: int32, 2 (q1 - q0)
-    packed.codes.numel(); ``half``: use_half2's mode (0: int16 scores, wrapping past 32767;
-    else float16, exact up to HALF_EXACT); ``q_lengths``: the queries' lengths if the caller
-    has them on the host (else one read)."""
+    (sorted) order, the sequences of chunks before chunk0 left at 0. A launch of a program
+    per (tile of ``rows`` query rows, chunk), more if the grid passes MAX_GRID or the tiles'
+    profiles PROFILE_BYTES. ``table_profile``: profile_table(table, NEG16, half > 0);
+    ``ring``: int32, 2 (q1 - q0) packed.codes.numel(); ``half``: use_half2's mode (0: int16
+    scores, wrapping past 32767; else float16, exact up to HALF_EXACT); ``q_lengths``: the
+    queries' lengths if the caller has them on the host (else one read); ``out``: where to
+    write the result (a view with unit stride along the sequences), else a new tensor."""
     rows = rows or ROWS
     n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0
     slots = packed.codes.numel()
     if ring.numel() < 2 * n_q * slots:
         raise ValueError(f"scan_queries: ring holds {ring.numel()} int32, {n_q} queries need {2 * n_q * slots}")
     dev = q_codes.device
-    best = torch.zeros((n_q, n_chunks * 2 * lanes), dtype=torch.int32, device=dev)
+    if out is None:
+        out = torch.empty((n_q, packed.lengths.numel()), dtype=torch.int32, device=dev)
+    out.zero_()
     n_c = n_chunks - chunk0
     if n_q <= 0 or n_c <= 0 or not slots:
-        return best
+        return out
     if q_lengths is None:
         q_lengths = (q_offsets[q0 + 1 : q1 + 1] - q_offsets[q0:q1]).tolist()
     items = work_list(q_lengths, q0, rows)
-    width, pack = pairs.shape[0], packed_half if half else packed_pair
-    per = max(1, MAX_GRID // n_c)  # work items per launch (a query's tiles may span two: one stream, in order)
-    for i0 in range(0, len(items), per):
-        part = items[i0 : i0 + per]
-        work = torch.tensor(part, dtype=torch.int32).to(dev, non_blocking=True)
-        sync = torch.zeros(4 + len(part) * n_c, dtype=torch.int32, device=dev)  # the ticket, then the counters
-        scan_kernel[(len(part) * n_c,)](
-            q_codes, q_offsets, q0, work, pairs, width, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
-            packed.lengths, packed.lengths.numel(), chunk0, n_c, ring, slots, best, n_chunks * 2 * lanes, sync[:1],
-            sync[4:], pack(-gap_open), pack(-gap_extend), width - 1,
-            ROWS=rows, LANES=lanes, DPX=False if half else use_dpx(dev), HALF=half, HAND_OFF=HAND_OFF,
+    width = table_profile.shape[1] // 2
+    pack = packed_half if half else packed_pair
+    per = max(1, min(MAX_GRID // n_c, PROFILE_BYTES // (rows * 8 * width)))  # work items per launch
+    for i0 in range(0, len(items), per):  # (a query's tiles may span two launches: one stream, in order)
+        work = torch.tensor(items[i0 : i0 + per], dtype=torch.int32).to(dev, non_blocking=True)
+        profiles = tile_profiles(q_codes, q_offsets, work, table_profile, rows)
+        sync = torch.zeros(4 + len(work) * n_c, dtype=torch.int32, device=dev)  # the ticket, then the counters
+        scan_kernel[(len(work) * n_c,)](
+            q_offsets, q0, work, profiles, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
+            packed.lengths, packed.lengths.numel(), chunk0, n_c, ring, slots, out, out.stride(0), sync[:1],
+            sync[4:], pack(-gap_open), pack(-gap_extend), table_profile.shape[0] - 1,
+            ROWS=rows, PW=width, LANES=lanes, DPX=False if half else use_dpx(dev), HALF=half, HAND_OFF=HAND_OFF,
             num_warps=max(1, lanes // 32),
         )
-    return best
+    return out

@@ -100,11 +100,11 @@ def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode,
 PAIRS_PER_LAUNCH = 1 << 24
 PAIRS_PER_STEP = 1 << 22
 NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
-# The scan's pair table holds (S + 1)^3 int32 for S symbols: 20 KB for DNA (S = 16), 79 KB
-# for proteins (S = 26), 1.1 MB at S = 64, but 68 MB for bytes (S = 256), where each query
-# row's slice (264 KB) leaves the L1 cache and building the table costs more than scanning
-# a small database. Larger tables take the int32 kernels (the same scores; their table is
-# (S + 1)^2). The scan itself stays exact up to 256 symbols (tests/test_bytes_alphabet.py).
+# A tile of the scan's query profile holds ROWS x 2 PW int32 (PW: the S symbols and the pad,
+# rounded up to 32): 12 KB for DNA and proteins, 24 KB at S = 64, but 110 KB for bytes (S =
+# 256), which with several programs per SM leaves the L1 cache. Larger alphabets take the
+# int32 kernels (the same scores). The scan itself stays exact up to 256 symbols
+# (tests/test_bytes_alphabet.py).
 SCAN_MAX_SYMBOLS = 64
 
 
@@ -117,15 +117,12 @@ def _narrow(q_codes, d_codes, table, gap_open, gap_extend, mode) -> bool:
 
 
 SCAN_STREAMS = 4  # launches of queries on this many CUDA streams at once: one launch's tail overlaps the next
-# Chunks this long leave the int16 scan (one would be its launch's tail) for align_pairs,
-# where targets of SCAN_WAVE residues or more take the wavefront kernel and the rest the
-# inter-task one. H200, 20 queries vs 570,000 sequences: (1,024, 1,024) 1.48 TCUPS,
-# (1,024, 2,048) 1.68-1.70, (1,024, 4,096) 1.65-1.66, (2,048, 4,096) 1.87 (NOTES.md).
-SCAN_LONG = 2048
-SCAN_WAVE = 4096
 # The scan's ring per stream (two int32 per packed slot and query of a launch): chunks in slices
 # that fit, and as many queries per launch as fit (all 20 bundled ones; one for 200 M residues)
 SCAN_SCRATCH_BYTES = 1 << 30
+# The top hits' ends: fewer pairs than this all take align_wave (a pair per program, its query
+# rows over the lanes): one lane per pair would leave the GPU idle behind its longest pair
+ENDS_WAVE_PAIRS = 1 << 14
 
 
 def _side_streams(dev, n: int) -> list:
@@ -144,19 +141,17 @@ def _on(stream):
 
 class _Scan:
     """The database packed for align_scan (sorted by length, interleaved chunks of
-    2 x LANES), the chunks of SCAN_LONG residues or more kept out of the scan; the rest
-    scanned in slices of chunks whose ring (8 B per packed slot) fits SCAN_SCRATCH_BYTES."""
+    2 x LANES), scanned in slices of chunks whose ring (8 B per packed slot) fits
+    SCAN_SCRATCH_BYTES. Long chunks stay on the scan: a query's tiles run as a wavefront
+    (align_scan.py), so one long chunk is not its launch's tail."""
 
     def __init__(self, d_codes, d_offsets, table, gap_open: int, gap_extend: int):
         self.k = kernels("align_scan")
         p = self.packed = packed(d_codes, d_offsets, 2 * self.k.LANES)  # once per database
-        host = torch.cat([p.chunk_offsets, p.chunk_lengths]).tolist()  # one read: the chunks' offsets and lengths
-        offs, lengths = host[: len(host) // 2 + 1], host[len(host) // 2 + 1 :]
-        self.chunk0 = sum(x >= SCAN_LONG for x in lengths)  # sorted longest first: the long chunks lead
+        offs = p.chunk_offsets.tolist()  # one read
         self.n = d_offsets.numel() - 1
-        self.long_ranks = min(self.n, self.chunk0 * 2 * self.k.LANES)
         self.slices = []  # (first chunk, end chunk, the slice as a PackedBatch of its own)
-        c0, slots = self.chunk0, max(1, SCAN_SCRATCH_BYTES // 8)
+        c0, slots = 0, max(1, SCAN_SCRATCH_BYTES // 8)
         while c0 < len(offs) - 1:
             c1 = min(len(offs) - 1, max(c0 + 1, bisect.bisect_right(offs, offs[c0] + slots) - 1))
             part = p._replace(codes=p.codes[offs[c0]:offs[c1]], chunk_offsets=p.chunk_offsets[c0 : c1 + 1] - offs[c0],
@@ -170,48 +165,43 @@ class _Scan:
         # their sums are exact integers in float16
         exact = max(small, gap_open + gap_extend) <= self.k.HALF_EXACT // 2
         self.half = self.k.use_half2(d_codes.device) if exact else 0
-        self.pairs = self.k.pair_table(table, self.k.NEG16, self.half > 0)
+        self.profile = self.k.profile_table(table, self.k.NEG16, self.half > 0)
         self.scratch = []  # one per stream in use
         # above the limit a score may have wrapped (int16) or been rounded (float16): recomputed in int32
         self.limit = (self.k.HALF_EXACT if self.half else 32767) - top
 
     def scores(self, q_codes, q_offsets, d_codes, d_offsets, q0, q1, table, gap_open, gap_extend):
         """int32 [q1 - q0, n]: queries q0..q1 against every database sequence."""
-        dev, order, lr, per_chunk = q_codes.device, self.packed.order, self.long_ranks, 2 * self.k.LANES
+        dev, per_chunk = q_codes.device, 2 * self.k.LANES
         by_rank = torch.empty((q1 - q0, self.n), dtype=torch.int32, device=dev)
         q_lengths = (q_offsets[q0 + 1 : q1 + 1] - q_offsets[q0:q1]).tolist()
         # each query of a launch keeps two rows of the ring (8 B per packed slot)
         per_launch = max(1, min(q1 - q0, SCAN_SCRATCH_BYTES // (8 * max(1, self.slots))))
         launches = [(g0, min(q1, g0 + per_launch)) for g0 in range(q0, q1, per_launch)]
-        long_stream, *scan_streams = _side_streams(dev, 1 + min(SCAN_STREAMS, len(launches)))
-        if lr:  # the long chunks' pairs, beside the scans
-            with _on(long_stream):
-                pair_q = torch.arange(q0, q1, device=dev)[:, None].expand(q1 - q0, lr).reshape(-1)
-                by_rank[:, :lr] = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, order[:lr].repeat(q1 - q0),
-                                         table, gap_open, gap_extend, "local", False, SCAN_WAVE)[0].view(q1 - q0, lr)
+        streams = _side_streams(dev, min(SCAN_STREAMS, len(launches)))
         need = max(1, 2 * self.slots * per_launch)
-        self.scratch = [x for x in self.scratch if x.numel() >= need][: len(scan_streams)]
-        while len(self.scratch) < len(scan_streams):
+        self.scratch = [x for x in self.scratch if x.numel() >= need][: len(streams)]
+        while len(self.scratch) < len(streams):
             self.scratch.append(torch.empty(need, dtype=torch.int32, device=dev))
         for i, (g0, g1) in enumerate(launches):
-            s = i % len(scan_streams)
-            with _on(scan_streams[s]):
+            s = i % len(streams)
+            with _on(streams[s]):
                 for c0, c1, part in self.slices:
                     a, b = c0 * per_chunk, min(self.n, c1 * per_chunk)
-                    by_rank[g0 - q0 : g1 - q0, a:b] = self.k.scan_queries(
-                        q_codes, q_offsets, g0, g1, self.pairs, part, 0, self.scratch[s], gap_open, gap_extend,
-                        half=self.half, q_lengths=q_lengths[g0 - q0 : g1 - q0])[:, : b - a]
+                    self.k.scan_queries(q_codes, q_offsets, g0, g1, self.profile, part, 0, self.scratch[s], gap_open,
+                                        gap_extend, half=self.half, q_lengths=q_lengths[g0 - q0 : g1 - q0],
+                                        out=by_rank[g0 - q0 : g1 - q0, a:b])
         if dev.type == "cuda":
-            for stream in [long_stream] + scan_streams:
+            for stream in streams:
                 torch.cuda.current_stream(dev).wait_stream(stream)
         # a score above the limit may have wrapped in 16 bits: recompute it in int32
-        again = torch.nonzero(by_rank[:, lr:] > self.limit)
+        again = torch.nonzero(by_rank > self.limit)
         if again.numel():
-            pair_t = order[lr + again[:, 1]]
-            by_rank[again[:, 0], lr + again[:, 1]] = _pairs(q_codes, q_offsets, d_codes, d_offsets, q0 + again[:, 0],
-                                                            pair_t, table, gap_open, gap_extend, "local", False)[0]
+            pair_t = self.packed.order[again[:, 1]]
+            by_rank[again[:, 0], again[:, 1]] = _pairs(q_codes, q_offsets, d_codes, d_offsets, q0 + again[:, 0],
+                                                       pair_t, table, gap_open, gap_extend, "local", False)[0]
         out = torch.empty_like(by_rank)
-        out[:, order] = by_rank
+        out[:, self.packed.order] = by_rank
         return out
 
 
@@ -247,7 +237,7 @@ def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tenso
     # the ends of the chosen pairs only
     pair_q = torch.arange(n_q, device=dev)[:, None].expand(n_q, k).reshape(-1)
     _, q_end, t_end = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, indices.reshape(-1), table, gap_open,
-                             gap_extend, mode, True)
+                             gap_extend, mode, True, 0 if pair_q.numel() < ENDS_WAVE_PAIRS else None)
     return scores, indices, t_end.view(n_q, k), q_end.view(n_q, k)
 
 
