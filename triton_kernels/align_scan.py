@@ -187,21 +187,35 @@ def scan_kernel(
     corner = zero
     # columns of tile t - 1 known done (all, when it ran in an earlier launch: a query's tiles may span two)
     seen = tl.where(item > 0, 0, n)
+    # column j's codes and row above are loaded during column j - 1 (their latency hidden)
+    code_a = tl.load(col, mask=zero < n, other=0).to(tl.int32)
+    code_b = tl.load(col + LANES, mask=zero < n, other=0).to(tl.int32)
+    h_next = zero
+    f_next = neg
+    if t > 0:
+        if n > 0:
+            if seen < 1:
+                seen = wait_until(flag_in, 1)
+            # (L2, not L1: another program wrote it)
+            h_next = tl.load(row_in, cache_modifier=".cg")
+            f_next = tl.load(row_in + LANES, cache_modifier=".cg")
     j = 0
     while j < n:
-        a = tl.where(j < len_a, tl.minimum(tl.load(col + j * 2 * LANES).to(tl.int32), pad), pad)
-        b = tl.where(j < len_b, tl.minimum(tl.load(col + j * 2 * LANES + LANES).to(tl.int32), pad), pad)
+        a = tl.where(j < len_a, tl.minimum(code_a, pad), pad)
+        b = tl.where(j < len_b, tl.minimum(code_b, pad), pad)
         at_a = prof + a
         at_b = prof + PW + b
-        if t == 0:
-            h_up = zero
-            f_up = neg
-        else:
-            if j >= seen:
-                seen = wait_until(flag_in, j + 1)
-            # (L2, not L1: another program wrote it)
-            h_up = tl.load(row_in + j * 2 * LANES, cache_modifier=".cg")
-            f_up = tl.load(row_in + j * 2 * LANES + LANES, cache_modifier=".cg")
+        h_up = h_next
+        f_up = f_next
+        nxt = j + 1
+        code_a = tl.load(col + nxt * 2 * LANES, mask=zero + nxt < n, other=0).to(tl.int32)
+        code_b = tl.load(col + nxt * 2 * LANES + LANES, mask=zero + nxt < n, other=0).to(tl.int32)
+        if t > 0:
+            if nxt < n:
+                if nxt >= seen:
+                    seen = wait_until(flag_in, nxt + 1)
+                h_next = tl.load(row_in + nxt * 2 * LANES, cache_modifier=".cg")
+                f_next = tl.load(row_in + nxt * 2 * LANES + LANES, cache_modifier=".cg")
         diag = corner
         corner = h_up
         new_h = ()
