@@ -9,9 +9,15 @@ and ``max.s16x2`` through inline PTX (ptxas fuses an add and a max into one DPX
 instruction; both need sm_90), elsewhere (compute capability < 9.0, the interpreter,
 TORCHALIGN_NO_DPX=1: DPX=False) the same integers from plain int32 instructions. The
 substitution scores of both sequences come from two loads of the tile's query profile
-(one score in each half, ORed). Slots past a sequence's end (and query
-rows past the query's) take the pad code by their length, whatever the packed database
-holds there: for 256-symbol tables every byte is a real code.
+(one score in each half, ORed). Slots past a sequence's end (and query rows past the
+query's) take the pad code by their length, whatever the packed database holds there:
+for 256-symbol tables every byte is a real code.
+
+Work: a program per (tile of ROWS query rows, chunk), so a small database or one long
+chunk still fills the GPU. Tile t of a query reads tile t - 1's bottom row as it is
+written (a ring of two rows per query, progress counters, spin.py): a wavefront down the
+query, on top of the chunks' independence. Programs take their work in ticket order (an
+atomic counter), so whatever a program waits for has started.
 
 Saturation: local scores start at 0 and a cell exceeds its neighbours by at most the
 largest substitution score S, so while every cell stays <= 32767 - S no sum can wrap
@@ -125,6 +131,29 @@ def _unpacked(x, HALF: tl.constexpr):
     return (x << 16) >> 16, x >> 16
 
 
+@triton.jit
+def _column(hs, es, h_up, f_up, diag, at_a, at_b, best, neg_open, neg_extend, zero, ROWS: tl.constexpr,
+            PW: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr):
+    """Gotoh's recurrence down one column of the tile: (H, E of every row, the bottom row's
+    H and F, the best so far). ``hs`` / ``es``: the rows' H and E one column left; ``h_up`` /
+    ``f_up``: the row above the tile; ``diag``: H of the row above, one column left;
+    ``at_a`` / ``at_b``: the column's profile entries (row 0)."""
+    new_h = ()
+    new_e = ()
+    for r in tl.static_range(ROWS):
+        s = _score_at(at_a + r * 2 * PW) | _score_at(at_b + r * 2 * PW)
+        e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
+        f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
+        h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
+        best = _max2(best, h, DPX, HALF)
+        diag = hs[r]
+        h_up = h
+        f_up = f
+        new_h = new_h + (h,)
+        new_e = new_e + (e,)
+    return new_h, new_e, h_up, f_up, best
+
+
 @triton.jit(do_not_specialize=["q0", "n_chunks", "chunk0", "n_seqs", "slots", "best_stride",
                                "neg_open", "neg_extend", "pad"],  # one variant per DPX / HALF
             do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr", "work_ptr"])  # (slices)
@@ -187,59 +216,70 @@ def scan_kernel(
     corner = zero
     # columns of tile t - 1 known done (all, when it ran in an earlier launch: a query's tiles may span two)
     seen = tl.where(item > 0, 0, n)
-    # column j's codes and row above are loaded during column j - 1 (their latency hidden)
-    code_a = tl.load(col, mask=zero < n, other=0).to(tl.int32)
-    code_b = tl.load(col + LANES, mask=zero < n, other=0).to(tl.int32)
-    h_next = zero
-    f_next = neg
+    # Two columns per step, their row loops one block of straight-line code, so that the
+    # compiler interleaves the two dependency chains (row r of column j + 1 needs row r of
+    # column j only). An odd chunk's last step runs one column past it: the pad's column,
+    # which changes no best (its cells stay below the cells they come from) and is not
+    # stored. The next step's codes and rows above are loaded during this one.
+    code_a0 = tl.load(col, mask=zero < n, other=0).to(tl.int32)
+    code_b0 = tl.load(col + LANES, mask=zero < n, other=0).to(tl.int32)
+    code_a1 = tl.load(col + 2 * LANES, mask=zero + 1 < n, other=0).to(tl.int32)
+    code_b1 = tl.load(col + 3 * LANES, mask=zero + 1 < n, other=0).to(tl.int32)
+    h_next0 = zero
+    f_next0 = neg
+    h_next1 = zero
+    f_next1 = neg
     if t > 0:
         if n > 0:
-            if seen < 1:
-                seen = wait_until(flag_in, 1)
+            if seen < tl.minimum(n, 2):
+                seen = wait_until(flag_in, tl.minimum(n, 2))
             # (L2, not L1: another program wrote it)
-            h_next = tl.load(row_in, cache_modifier=".cg")
-            f_next = tl.load(row_in + LANES, cache_modifier=".cg")
+            h_next0 = tl.load(row_in, cache_modifier=".cg")
+            f_next0 = tl.load(row_in + LANES, cache_modifier=".cg")
+            h_next1 = tl.load(row_in + 2 * LANES, mask=zero + 1 < n, other=0, cache_modifier=".cg")
+            f_next1 = tl.load(row_in + 3 * LANES, mask=zero + 1 < n, other=0, cache_modifier=".cg")
+    keep = zero + r0 + ROWS < m  # not the query's last tile: its row is read
     j = 0
     while j < n:
-        a = tl.where(j < len_a, tl.minimum(code_a, pad), pad)
-        b = tl.where(j < len_b, tl.minimum(code_b, pad), pad)
-        at_a = prof + a
-        at_b = prof + PW + b
-        h_up = h_next
-        f_up = f_next
-        nxt = j + 1
-        code_a = tl.load(col + nxt * 2 * LANES, mask=zero + nxt < n, other=0).to(tl.int32)
-        code_b = tl.load(col + nxt * 2 * LANES + LANES, mask=zero + nxt < n, other=0).to(tl.int32)
+        at_a0 = prof + tl.where(j < len_a, tl.minimum(code_a0, pad), pad)
+        at_b0 = prof + PW + tl.where(j < len_b, tl.minimum(code_b0, pad), pad)
+        at_a1 = prof + tl.where(j + 1 < len_a, tl.minimum(code_a1, pad), pad)
+        at_b1 = prof + PW + tl.where(j + 1 < len_b, tl.minimum(code_b1, pad), pad)
+        h_up0 = h_next0
+        f_up0 = f_next0
+        h_up1 = h_next1
+        f_up1 = f_next1
+        j2 = j + 2
+        code_a0 = tl.load(col + j2 * 2 * LANES, mask=zero + j2 < n, other=0).to(tl.int32)
+        code_b0 = tl.load(col + j2 * 2 * LANES + LANES, mask=zero + j2 < n, other=0).to(tl.int32)
+        code_a1 = tl.load(col + j2 * 2 * LANES + 2 * LANES, mask=zero + j2 + 1 < n, other=0).to(tl.int32)
+        code_b1 = tl.load(col + j2 * 2 * LANES + 3 * LANES, mask=zero + j2 + 1 < n, other=0).to(tl.int32)
         if t > 0:
-            if nxt < n:
-                if nxt >= seen:
-                    seen = wait_until(flag_in, nxt + 1)
-                h_next = tl.load(row_in + nxt * 2 * LANES, cache_modifier=".cg")
-                f_next = tl.load(row_in + nxt * 2 * LANES + LANES, cache_modifier=".cg")
-        diag = corner
-        corner = h_up
-        new_h = ()
-        new_e = ()
-        for r in tl.static_range(ROWS):
-            s = _score_at(at_a + r * 2 * PW) | _score_at(at_b + r * 2 * PW)
-            e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
-            f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
-            h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
-            best = _max2(best, h, DPX, HALF)
-            diag = hs[r]
-            h_up = h
-            f_up = f
-            new_h = new_h + (h,)
-            new_e = new_e + (e,)
-        hs = new_h
-        es = new_e
-        j += 1
-        if r0 + ROWS < m:  # (not the query's last tile: its row is read)
-            tl.store(row_out + (j - 1) * 2 * LANES, h_up)
-            tl.store(row_out + (j - 1) * 2 * LANES + LANES, f_up)
-            if (j % HAND_OFF == 0) | (j == n):
+            if j2 < n:
+                if tl.minimum(j2 + 2, n) > seen:
+                    seen = wait_until(flag_in, tl.minimum(j2 + 2, n))
+                h_next0 = tl.load(row_in + j2 * 2 * LANES, cache_modifier=".cg")
+                f_next0 = tl.load(row_in + j2 * 2 * LANES + LANES, cache_modifier=".cg")
+                h_next1 = tl.load(row_in + j2 * 2 * LANES + 2 * LANES, mask=zero + j2 + 1 < n, other=0,
+                                  cache_modifier=".cg")
+                f_next1 = tl.load(row_in + j2 * 2 * LANES + 3 * LANES, mask=zero + j2 + 1 < n, other=0,
+                                  cache_modifier=".cg")
+        diag0 = corner  # the row above, one column left: row 0's diagonal
+        diag1 = h_up0
+        corner = h_up1
+        hs, es, h_up0, f_up0, best = _column(hs, es, h_up0, f_up0, diag0, at_a0, at_b0, best, neg_open, neg_extend,
+                                             zero, ROWS, PW, DPX, HALF)
+        hs, es, h_up1, f_up1, best = _column(hs, es, h_up1, f_up1, diag1, at_a1, at_b1, best, neg_open, neg_extend,
+                                             zero, ROWS, PW, DPX, HALF)
+        tl.store(row_out + j * 2 * LANES, h_up0, mask=keep)
+        tl.store(row_out + j * 2 * LANES + LANES, f_up0, mask=keep)
+        tl.store(row_out + j * 2 * LANES + 2 * LANES, h_up1, mask=keep & (zero + j + 1 < n))
+        tl.store(row_out + j * 2 * LANES + 3 * LANES, f_up1, mask=keep & (zero + j + 1 < n))
+        j = j2
+        if r0 + ROWS < m:
+            if (j % HAND_OFF == 0) | (j >= n):
                 tl.debug_barrier()  # every lane's stores before the release
-                tl.atomic_xchg(flag_out, j, sem="release")
+                tl.atomic_xchg(flag_out, tl.minimum(j, n), sem="release")
     lo, hi = _unpacked(best, HALF)
     if seen == GAVE_UP:
         lo = zero + 32767
