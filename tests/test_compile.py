@@ -108,7 +108,8 @@ def _specialize(fn, args, kwargs, cap):
 
 def _device_choices(kwargs, cap, monkeypatch):
     """The launch's keyword arguments with the device's own choices filled in: the scan's
-    DPX as the launcher decides on this target, and as TORCHALIGN_NO_DPX=1 forces it."""
+    DPX as the launcher decides on this target, and as TORCHALIGN_NO_DPX=1 forces it (and
+    the columns per step that go with it)."""
     if kwargs.get("DPX") is not launches.DEVICE_DPX:
         return [kwargs]
     choices = set()
@@ -118,7 +119,7 @@ def _device_choices(kwargs, cap, monkeypatch):
         else:
             monkeypatch.delenv("TORCHALIGN_NO_DPX", raising=False)
         choices.add(align_scan.dpx_for((cap // 10, cap % 10)))
-    return [dict(kwargs, DPX=dpx) for dpx in sorted(choices)]
+    return [dict(kwargs, DPX=dpx, COLS=align_scan.columns_per_step(dpx, kwargs["HALF"])) for dpx in sorted(choices)]
 
 
 @functools.cache

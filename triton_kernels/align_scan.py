@@ -161,7 +161,7 @@ def scan_kernel(
     q_off_ptr, q0, work_ptr, prof_ptr, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs,
     chunk0, n_chunks, ring_ptr, slots, best_ptr, best_stride, ticket_ptr, flag_ptr, neg_open, neg_extend, pad,
     ROWS: tl.constexpr, PW: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr,
-    HAND_OFF: tl.constexpr,
+    HAND_OFF: tl.constexpr, COLS: tl.constexpr,
 ):
     """One tile: ROWS query rows against one chunk. Program w (its ticket, taken from an atomic
     counter when it starts, so a lower ticket has always started) takes work item
@@ -216,11 +216,12 @@ def scan_kernel(
     corner = zero
     # columns of tile t - 1 known done (all, when it ran in an earlier launch: a query's tiles may span two)
     seen = tl.where(item > 0, 0, n)
-    # Two columns per step, their row loops one block of straight-line code, so that the
+    # COLS = 2 columns per step, their row loops one block of straight-line code, so that the
     # compiler interleaves the two dependency chains (row r of column j + 1 needs row r of
     # column j only). An odd chunk's last step runs one column past it: the pad's column,
     # which changes no best (its cells stay below the cells they come from) and is not
-    # stored. The next step's codes and rows above are loaded during this one.
+    # stored. The next step's codes and rows above are loaded during this one. (COLS = 1
+    # for the plain int16 arithmetic, whose two columns do not fit the registers.)
     code_a0 = tl.load(col, mask=zero < n, other=0).to(tl.int32)
     code_b0 = tl.load(col + LANES, mask=zero < n, other=0).to(tl.int32)
     code_a1 = tl.load(col + 2 * LANES, mask=zero + 1 < n, other=0).to(tl.int32)
@@ -249,7 +250,7 @@ def scan_kernel(
         f_up0 = f_next0
         h_up1 = h_next1
         f_up1 = f_next1
-        j2 = j + 2
+        j2 = j + COLS
         code_a0 = tl.load(col + j2 * 2 * LANES, mask=zero + j2 < n, other=0).to(tl.int32)
         code_b0 = tl.load(col + j2 * 2 * LANES + LANES, mask=zero + j2 < n, other=0).to(tl.int32)
         code_a1 = tl.load(col + j2 * 2 * LANES + 2 * LANES, mask=zero + j2 + 1 < n, other=0).to(tl.int32)
@@ -269,12 +270,15 @@ def scan_kernel(
         corner = h_up1
         hs, es, h_up0, f_up0, best = _column(hs, es, h_up0, f_up0, diag0, at_a0, at_b0, best, neg_open, neg_extend,
                                              zero, ROWS, PW, DPX, HALF)
-        hs, es, h_up1, f_up1, best = _column(hs, es, h_up1, f_up1, diag1, at_a1, at_b1, best, neg_open, neg_extend,
-                                             zero, ROWS, PW, DPX, HALF)
         tl.store(row_out + j * 2 * LANES, h_up0, mask=keep)
         tl.store(row_out + j * 2 * LANES + LANES, f_up0, mask=keep)
-        tl.store(row_out + j * 2 * LANES + 2 * LANES, h_up1, mask=keep & (zero + j + 1 < n))
-        tl.store(row_out + j * 2 * LANES + 3 * LANES, f_up1, mask=keep & (zero + j + 1 < n))
+        if COLS == 2:
+            hs, es, h_up1, f_up1, best = _column(hs, es, h_up1, f_up1, diag1, at_a1, at_b1, best, neg_open,
+                                                 neg_extend, zero, ROWS, PW, DPX, HALF)
+            tl.store(row_out + j * 2 * LANES + 2 * LANES, h_up1, mask=keep & (zero + j + 1 < n))
+            tl.store(row_out + j * 2 * LANES + 3 * LANES, f_up1, mask=keep & (zero + j + 1 < n))
+        else:  # column j + 1 comes next step (its codes and row above were loaded as column j2's)
+            corner = diag1
         j = j2
         if r0 + ROWS < m:
             if (j % HAND_OFF == 0) | (j >= n):
@@ -328,6 +332,12 @@ def use_half2(device: torch.device) -> int:
     if force in ("0", "1"):
         return int(force)
     return 0 if use_dpx(device) else 1
+
+
+def columns_per_step(dpx, half: int) -> int:
+    """The scan's COLS: two columns per step with DPX or float16 pairs; one for the plain
+    int16 arithmetic (two spill: 500 B of stack, a minute of ptxas per target)."""
+    return 2 if dpx or half else 1
 
 
 def use_dpx(device: torch.device) -> bool:
@@ -390,6 +400,7 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
     items = work_list(q_lengths, q0, rows)
     width = table_profile.shape[1] // 2
     pack = packed_half if half else packed_pair
+    dpx = False if half else use_dpx(dev)
     per = max(1, min(MAX_GRID // n_c, PROFILE_BYTES // (rows * 8 * width)))  # work items per launch
     for i0 in range(0, len(items), per):  # (a query's tiles may span two launches: one stream, in order)
         work = torch.tensor(items[i0 : i0 + per], dtype=torch.int32).to(dev, non_blocking=True)
@@ -399,7 +410,7 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
             q_offsets, q0, work, profiles, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
             packed.lengths, packed.lengths.numel(), chunk0, n_c, ring, slots, out, out.stride(0), sync[:1],
             sync[4:], pack(-gap_open), pack(-gap_extend), table_profile.shape[0] - 1,
-            ROWS=rows, PW=width, LANES=lanes, DPX=False if half else use_dpx(dev), HALF=half, HAND_OFF=HAND_OFF,
+            ROWS=rows, PW=width, LANES=lanes, DPX=dpx, HALF=half, HAND_OFF=HAND_OFF, COLS=columns_per_step(dpx, half),
             num_warps=max(1, lanes // 32),
         )
     return out
