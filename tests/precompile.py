@@ -43,7 +43,8 @@ def _variant(fn, args, kwargs) -> tuple:
 def _jobs(seen) -> list:
     """The distinct variants of the recorded launches, the slow compiles first; the scan also
     with DPX=False, the plain path that TORCHALIGN_NO_DPX=1 forces (test_portability's; 11.8 s
-    of compiling inside the tier when it was left out)."""
+    of compiling inside the tier when it was left out), with the launcher's columns per step
+    for each choice (a plain-path variant with two columns spills and compiles for a minute)."""
     import torch
 
     from torchalign_kernels import align_scan
@@ -54,7 +55,8 @@ def _jobs(seen) -> list:
     jobs = {}
     for fn, args, kwargs in seen:
         for choice in ({dpx, False} if kwargs.get("DPX") is launches.DEVICE_DPX else {None}):
-            kw = kwargs if choice is None else dict(kwargs, DPX=choice)
+            kw = kwargs if choice is None else dict(
+                kwargs, DPX=choice, COLS=align_scan.columns_per_step(choice, kwargs["HALF"]))
             jobs.setdefault(_variant(fn, args, kw), (fn, args, kw))
     heavy = lambda job: next((i for i, h in enumerate(HEAVY) if h in job[0].__name__), len(HEAVY))  # noqa: E731
     return sorted(jobs.values(), key=heavy)
