@@ -55,7 +55,7 @@ def test_the_launcher_passes_the_choice(monkeypatch):
     q = ta.encode(["MKVL"], "protein")
     db = ta.encode(["MKV", "WWW"], "protein")
     packed = db.pack(2 * align_scan.LANES)
-    pairs = align_scan.profile_table(sc.table, align_scan.NEG16)
+    pairs = align_scan.profile_table(sc.table, 11)
     scratch = torch.empty(2 * packed.codes.numel(), dtype=torch.int32)
     align_scan.scan_queries(q.codes, q.offsets, 0, 1, pairs, packed, 0, scratch, 11, 1)
     assert seen == [("the choice for", "cpu")]
@@ -165,7 +165,7 @@ def test_scan_outputs_without_dpx_equal_dpx(monkeypatch):
     d = ta.encode(seqs, "bytes", "cuda")
     q = ta.encode([seqs[-3], seqs[0], b"\xff" * 40], "bytes", "cuda")
     packed = d.pack(2 * align_scan.LANES)
-    pairs = align_scan.profile_table(table.cuda(), align_scan.NEG16)
+    pairs = align_scan.profile_table(table.cuda(), 950)
     scratch = torch.empty(2 * len(q) * packed.codes.numel(), dtype=torch.int32, device="cuda")
 
     def scan():

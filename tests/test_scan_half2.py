@@ -44,14 +44,13 @@ def test_packed_half_constants():
     for v in (-16384, -11, -1, 7, 2048):
         word = np.array([align_scan.packed_half(v)], dtype=np.int32).view(np.float16)
         assert word.tolist() == [v, v]
-    half = align_scan.profile_table(ta.Scoring().table, align_scan.NEG16, half=True)
-    plain = align_scan.profile_table(ta.Scoring().table, align_scan.NEG16)
-    w = half.shape[1] // 2
-    for x in (half, plain):  # each score in its own half, the other half zero
-        assert (x[:, :w] >> 16 == 0).all() and (x[:, w:] & 0xFFFF == 0).all()
-        assert torch.equal(x[:, :w] << 16, x[:, w:])
-    as_half = (half[:, :w] & 0xFFFF).to(torch.int16).view(torch.float16).to(torch.int32)
-    assert torch.equal(as_half, (plain[:, :w] << 16 >> 16))  # the same scores, as float16
+    table = ta.Scoring().table
+    half = align_scan.profile_table(table, 11, half=True)
+    plain = align_scan.profile_table(table, 11)
+    assert half.dtype == plain.dtype == torch.int16 and half.shape == plain.shape
+    assert torch.equal(plain[:-1, : table.shape[1]], (table + 11).to(torch.int16))  # scores + gap_open
+    assert (plain[-1] == align_scan.NEG16).all() and (plain[:, table.shape[1]:] == align_scan.NEG16).all()
+    assert torch.equal(half.view(torch.float16).to(torch.int16), plain)  # the same integers, as float16
 
 
 @pytest.mark.interpret

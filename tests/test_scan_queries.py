@@ -25,7 +25,7 @@ def _setup(seed=0):
                                                                             for _ in range(40)]
     q, d = ta.encode(queries, "protein"), ta.encode(db, "protein")
     packed = d.pack(2 * align_scan.LANES)  # 2 chunks
-    pairs = align_scan.profile_table(ta.Scoring().table, align_scan.NEG16)
+    pairs = align_scan.profile_table(ta.Scoring().table, 11)
     return align_scan, q, packed, pairs
 
 

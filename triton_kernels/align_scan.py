@@ -8,10 +8,10 @@ and each step of Gotoh's recurrence is one packed instruction: on Hopper ``add.s
 and ``max.s16x2`` through inline PTX (ptxas fuses an add and a max into one DPX
 instruction; both need sm_90), elsewhere (compute capability < 9.0, the interpreter,
 TORCHALIGN_NO_DPX=1: DPX=False) the same integers from plain int32 instructions. The
-substitution scores of both sequences come from two loads of the tile's query profile
-(one score in each half, ORed). Slots past a sequence's end (and query rows past the
-query's) take the pad code by their length, whatever the packed database holds there:
-for 256-symbol tables every byte is a real code.
+substitution scores of both sequences come from the tile's query profile: 8 rows' int16
+scores in one 16-byte load per sequence, the two joined by a byte permute per row. Slots
+past a sequence's end (and query rows past the query's) take the pad code by their length,
+whatever the packed database holds there: for 256-symbol tables every byte is a real code.
 
 Work: a program per (tile of ROWS query rows, chunk), so a small database or one long
 chunk still fills the GPU. Tile t of a query reads tile t - 1's bottom row as it is
@@ -42,9 +42,9 @@ import torch
 import triton
 import triton.language as tl
 
-# the scores by inline PTX (compile time); the query codes stay tl.load here: inline, they moved
-# the DPX column loop's register allocation (3 more instructions), where align.py's loops kept theirs
-from .align import _score_at
+# the scores by inline PTX (compile time; the interpreter runs tl.load); the query codes stay
+# tl.load here: inline, they moved the DPX column loop's register allocation (3 more instructions)
+from .align import GATHER_PTX
 from .spin import GAVE_UP, wait_until
 
 NEG16 = -(1 << 14)  # minus infinity of the packed path: pads, the first E and F
@@ -132,24 +132,56 @@ def _unpacked(x, HALF: tl.constexpr):
 
 
 @triton.jit
+def _pairs8(at_a, at_b):
+    """The packed score pairs of 8 query rows: entry k of the 8 int16 at ``at_a`` in the low
+    half and of the 8 at ``at_b`` in the high half, k = 0..7. On a GPU two 16-byte loads and
+    a byte permute per row (prmt: sm_80 and later); the interpreter: tl.load."""
+    if GATHER_PTX:
+        return tl.inline_asm_elementwise(
+            """{ .reg .b32 a<4>, b<4>;
+            ld.global.v4.b32 {a0, a1, a2, a3}, [$8];
+            ld.global.v4.b32 {b0, b1, b2, b3}, [$9];
+            prmt.b32 $0, a0, b0, 0x5410; prmt.b32 $1, a0, b0, 0x7632;
+            prmt.b32 $2, a1, b1, 0x5410; prmt.b32 $3, a1, b1, 0x7632;
+            prmt.b32 $4, a2, b2, 0x5410; prmt.b32 $5, a2, b2, 0x7632;
+            prmt.b32 $6, a3, b3, 0x5410; prmt.b32 $7, a3, b3, 0x7632; }""",
+            "=r,=r,=r,=r,=r,=r,=r,=r,l,l", [at_a, at_b], dtype=(tl.int32,) * 8, is_pure=True, pack=1)
+    else:
+        out = ()
+        for k in tl.static_range(8):
+            a = tl.load(at_a + k).to(tl.int32) & 0xFFFF
+            b = tl.load(at_b + k).to(tl.int32)
+            out = out + ((b << 16) | a,)
+        return out
+
+
+@triton.jit
 def _column(hs, es, h_up, f_up, diag, at_a, at_b, best, neg_open, neg_extend, zero, ROWS: tl.constexpr,
             PW: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr):
-    """Gotoh's recurrence down one column of the tile: (H, E of every row, the bottom row's
-    H and F, the best so far). ``hs`` / ``es``: the rows' H and E one column left; ``h_up`` /
-    ``f_up``: the row above the tile; ``diag``: H of the row above, one column left;
-    ``at_a`` / ``at_b``: the column's profile entries (row 0)."""
+    """Gotoh's recurrence down one column of the tile, on G = H - gap_open in place of H:
+    (G, E of every row, the bottom row's G and F, the best G so far). ``hs`` / ``es``: the
+    rows' G and E one column left; ``h_up`` / ``f_up``: the row above the tile; ``diag``: G
+    of the row above, one column left; ``at_a`` / ``at_b``: the column's profile entries
+    (rows 0..7; rows 8g.. 8 PW further per g), which hold score + gap_open.
+    With G, E = max(G_left, E_left - ext) and F = max(G_up, F_up - ext) are one fused add-max
+    each, H = max(0, G_diag + score + gap_open, E, F) and G = H - open one add: five DPX
+    instructions a cell pair, and the best one three-input max per two rows."""
     new_h = ()
     new_e = ()
     for r in tl.static_range(ROWS):
-        s = _score_at(at_a + r * 2 * PW) | _score_at(at_b + r * 2 * PW)
-        e = _max2(_add2(hs[r], neg_open, DPX, HALF), _add2(es[r], neg_extend, DPX, HALF), DPX, HALF)
-        f = _max2(_add2(h_up, neg_open, DPX, HALF), _add2(f_up, neg_extend, DPX, HALF), DPX, HALF)
+        if r % 8 == 0:
+            scores = _pairs8(at_a + (r // 8) * 8 * PW, at_b + (r // 8) * 8 * PW)
+        s = scores[r % 8]
+        e = _max2(_add2(es[r], neg_extend, DPX, HALF), hs[r], DPX, HALF)
+        f = _max2(_add2(f_up, neg_extend, DPX, HALF), h_up, DPX, HALF)
         h = _max2(_max2(_add2(diag, s, DPX, HALF), e, DPX, HALF), _max2(f, zero, DPX, HALF), DPX, HALF)
-        best = _max2(best, h, DPX, HALF)
+        g = _add2(h, neg_open, DPX, HALF)
+        if r % 2 == 1:  # the best over two rows at a time (one three-input max with DPX)
+            best = _max2(best, _max2(h_up, g, DPX, HALF), DPX, HALF)
         diag = hs[r]
-        h_up = h
+        h_up = g
         f_up = f
-        new_h = new_h + (h,)
+        new_h = new_h + (g,)
         new_e = new_e + (e,)
     return new_h, new_e, h_up, f_up, best
 
@@ -170,10 +202,10 @@ def scan_kernel(
     query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (H and F, from
     the ring) column by column as it is written, waiting on its progress counter (columns
     done, published every HAND_OFF columns), a wavefront down the query.
-    ``prof``: int32 [work item][row][2 PW], the tile's query profile (profile_table's rows of
-    its query codes): a lane's two scores are entries code A and PW + code B of the row, one
-    in each half, so each load of a row gathers within 4 PW bytes (one or two cache lines)
-    and its address is the column's pointer plus a constant;
+    ``prof``: int16 [work item][ROWS / 8][PW][8], the tile's query profile (tile_profiles):
+    entry [g][a][k] scores row 8 g + k against code a, so a lane loads 8 rows' scores of its
+    code in 16 bytes, a warp's load of group g stays within 16 PW bytes (4 cache lines for
+    proteins), and each address is the column's pointer plus a constant;
     ``len``: the n_seqs sequence lengths in packed (sorted) order, slot s of chunk c holding
     sequence c * 2 LANES + s; ``neg_open`` / ``neg_extend``: -gap_open / -gap_extend packed
     in both halves; ``ring``: int32, two rows of ``slots`` per query of the launch (tile t
@@ -190,7 +222,7 @@ def scan_kernel(
     qn = qi - q0
     m = (tl.load(q_off_ptr + qi + 1) - tl.load(q_off_ptr + qi)).to(tl.int32)
     r0 = t * ROWS
-    prof = prof_ptr + item * (ROWS * 2 * PW)
+    prof = prof_ptr + item * (ROWS * PW)
     base = tl.load(chunk_off_ptr + c)
     n = tl.load(chunk_len_ptr + c).to(tl.int32)
     lane = tl.arange(0, LANES)
@@ -207,13 +239,15 @@ def scan_kernel(
     row_out = ring_ptr + (2 * qn + t % 2) * slots + base + lane
     flag_in = flag_ptr + (item - 1) * n_chunks + (c - chunk0)
     flag_out = flag_ptr + item * n_chunks + (c - chunk0)
-    best = zero
+    # the DP holds G = H - gap_open (_column): the borders' H = 0 is G = -gap_open
+    g0 = zero + neg_open
+    best = g0
     hs = ()
     es = ()
     for r in tl.static_range(ROWS):
-        hs = hs + (zero,)
+        hs = hs + (g0,)
         es = es + (neg,)
-    corner = zero
+    corner = g0
     # columns of tile t - 1 known done (all, when it ran in an earlier launch: a query's tiles may span two)
     seen = tl.where(item > 0, 0, n)
     # COLS = 2 columns per step, their row loops one block of straight-line code, so that the
@@ -226,9 +260,9 @@ def scan_kernel(
     code_b0 = tl.load(col + LANES, mask=zero < n, other=0).to(tl.int32)
     code_a1 = tl.load(col + 2 * LANES, mask=zero + 1 < n, other=0).to(tl.int32)
     code_b1 = tl.load(col + 3 * LANES, mask=zero + 1 < n, other=0).to(tl.int32)
-    h_next0 = zero
+    h_next0 = g0
     f_next0 = neg
-    h_next1 = zero
+    h_next1 = g0
     f_next1 = neg
     if t > 0:
         if n > 0:
@@ -242,10 +276,10 @@ def scan_kernel(
     keep = zero + r0 + ROWS < m  # not the query's last tile: its row is read
     j = 0
     while j < n:
-        at_a0 = prof + tl.where(j < len_a, tl.minimum(code_a0, pad), pad)
-        at_b0 = prof + PW + tl.where(j < len_b, tl.minimum(code_b0, pad), pad)
-        at_a1 = prof + tl.where(j + 1 < len_a, tl.minimum(code_a1, pad), pad)
-        at_b1 = prof + PW + tl.where(j + 1 < len_b, tl.minimum(code_b1, pad), pad)
+        at_a0 = prof + 8 * tl.where(j < len_a, tl.minimum(code_a0, pad), pad)
+        at_b0 = prof + 8 * tl.where(j < len_b, tl.minimum(code_b0, pad), pad)
+        at_a1 = prof + 8 * tl.where(j + 1 < len_a, tl.minimum(code_a1, pad), pad)
+        at_b1 = prof + 8 * tl.where(j + 1 < len_b, tl.minimum(code_b1, pad), pad)
         h_up0 = h_next0
         f_up0 = f_next0
         h_up1 = h_next1
@@ -285,6 +319,9 @@ def scan_kernel(
                 tl.debug_barrier()  # every lane's stores before the release
                 tl.atomic_xchg(flag_out, tl.minimum(j, n), sem="release")
     lo, hi = _unpacked(best, HALF)
+    open_lo, open_hi = _unpacked(g0, HALF)  # H = G + gap_open
+    lo -= open_lo
+    hi -= open_hi
     if seen == GAVE_UP:
         lo = zero + 32767
         hi = lo
@@ -293,21 +330,19 @@ def scan_kernel(
     tl.atomic_max(at + LANES, hi, mask=rank + LANES < n_seqs)
 
 
-def profile_table(table, pad_score: int, half: bool = False):
-    """int32 [S + 1, 2 PW] (PW = profile_width(S)): row q holds table[q, a] at column a in the
-    low 16 bits (the high 16 zero) and table[q, b] at column PW + b in the high 16 bits (the
-    low 16 zero), so that one entry of each ORed is a lane's pair of scores; code S is the pad,
-    scoring ``pad_score``. Entries are int16 or, with ``half``, float16 bit patterns."""
+def profile_table(table, gap_open: int, half: bool = False):
+    """int16 [S + 1, PW] (PW = profile_width(S)): row q holds table[q, a] + gap_open at column
+    a (the scan adds scores to G = H - gap_open), the pad columns and row S (the pad code)
+    NEG16; int16 or, with ``half``, float16 bit patterns (exact: every entry is an integer
+    of magnitude <= HALF_EXACT, or the pad, a power of 2)."""
     size, width = table.shape[0] + 1, profile_width(table.shape[0])
-    t = torch.full((size, width), pad_score, dtype=torch.int32, device=table.device)
-    t[:-1, : size - 1] = table
-    if half:  # the float16 bit patterns (exact: |scores| <= HALF_EXACT and the pad, a power of 2)
-        t = t.to(torch.float16).view(torch.int16).to(torch.int32)
-    return torch.cat([t & 0xFFFF, t << 16], dim=1).contiguous()
+    t = torch.full((size, width), NEG16, dtype=torch.int32, device=table.device)
+    t[:-1, : size - 1] = table + gap_open
+    return t.to(torch.float16).view(torch.int16) if half else t.to(torch.int16)
 
 
 def profile_width(symbols: int) -> int:
-    """PW: the codes and the pad, rounded up to 32 (128 B: a row's gather stays in its line)."""
+    """PW: the codes and the pad, rounded up to 32 (a group of 8 rows: 512 B, 4 cache lines)."""
     return -(-(symbols + 1) // 32) * 32
 
 
@@ -356,19 +391,20 @@ def work_list(q_lengths: list[int], q0: int, rows: int) -> list[tuple[int, int]]
     return [(q0 + i, t) for i in order for t in range(-(-q_lengths[i] // rows))]
 
 
-PROFILE_BYTES = 1 << 28  # the tile profiles of one launch (12 KB per tile of 48 protein rows)
+PROFILE_BYTES = 1 << 28  # the tile profiles of one launch (3 KB per tile of 48 protein rows)
 
 
 def tile_profiles(q_codes, q_offsets, work, table_profile, rows: int):
-    """int32 [items, rows, 2 PW]: the profile_table rows of each work item's (query, tile)
-    query codes, the rows past the query's end the pad's."""
-    pad = table_profile.shape[0] - 1
+    """int16 [items, rows / 8, PW, 8]: entry [i, g, a, k] = table_profile[code of row 8 g + k
+    of work item i's (query, tile), a], the rows past the query's end the pad's."""
+    pad, width = table_profile.shape[0] - 1, table_profile.shape[1]
     q, t = work[:, 0].long(), work[:, 1].long()
     start, length = q_offsets[q], q_offsets[q + 1] - q_offsets[q]
     pos = t[:, None] * rows + torch.arange(rows, device=work.device)
     inside = pos < length[:, None]
     codes = q_codes[torch.where(inside, start[:, None] + pos, 0)].long().clamp_(max=pad) if q_codes.numel() else pos
-    return table_profile[torch.where(inside, codes, pad)]
+    rows_profile = table_profile[torch.where(inside, codes, pad)]  # [items, rows, PW]
+    return rows_profile.view(len(work), rows // 8, 8, width).transpose(2, 3).contiguous()
 
 
 def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, chunk0: int, ring, gap_open: int,
@@ -378,12 +414,14 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
     ``packed`` (a PackedBatch of 2 x lanes lanes): int32 [q1 - q0, chunks x 2 lanes] in packed
     (sorted) order, the sequences of chunks before chunk0 left at 0. A launch of a program
     per (tile of ``rows`` query rows, chunk), more if the grid passes MAX_GRID or the tiles'
-    profiles PROFILE_BYTES. ``table_profile``: profile_table(table, NEG16, half > 0);
+    profiles PROFILE_BYTES. ``table_profile``: profile_table(table, gap_open, half > 0);
     ``ring``: int32, 2 (q1 - q0) packed.codes.numel(); ``half``: use_half2's mode (0: int16
     scores, wrapping past 32767; else float16, exact up to HALF_EXACT); ``q_lengths``: the
     queries' lengths if the caller has them on the host (else one read); ``out``: where to
     write the result (a view with unit stride along the sequences), else a new tensor."""
     rows = rows or ROWS
+    if rows % 8:
+        raise ValueError(f"scan_queries: rows={rows}; the profile is loaded 8 rows at a time, give a multiple of 8")
     n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0
     slots = packed.codes.numel()
     if ring.numel() < 2 * n_q * slots:
@@ -398,10 +436,10 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
     if q_lengths is None:
         q_lengths = (q_offsets[q0 + 1 : q1 + 1] - q_offsets[q0:q1]).tolist()
     items = work_list(q_lengths, q0, rows)
-    width = table_profile.shape[1] // 2
+    width = table_profile.shape[1]
     pack = packed_half if half else packed_pair
     dpx = False if half else use_dpx(dev)
-    per = max(1, min(MAX_GRID // n_c, PROFILE_BYTES // (rows * 8 * width)))  # work items per launch
+    per = max(1, min(MAX_GRID // n_c, PROFILE_BYTES // (rows * 2 * width)))  # work items per launch
     for i0 in range(0, len(items), per):  # (a query's tiles may span two launches: one stream, in order)
         work = torch.tensor(items[i0 : i0 + per], dtype=torch.int32).to(dev, non_blocking=True)
         profiles = tile_profiles(q_codes, q_offsets, work, table_profile, rows)

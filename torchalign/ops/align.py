@@ -100,10 +100,10 @@ def _(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_extend, mode,
 PAIRS_PER_LAUNCH = 1 << 24
 PAIRS_PER_STEP = 1 << 22
 NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
-# A tile of the scan's query profile holds ROWS x 2 PW int32 (PW: the S symbols and the pad,
-# rounded up to 32): 12 KB for DNA and proteins, 24 KB at S = 64, but 110 KB for bytes (S =
-# 256), which with several programs per SM leaves the L1 cache. Larger alphabets take the
-# int32 kernels (the same scores). The scan itself stays exact up to 256 symbols
+# A tile of the scan's query profile holds ROWS x PW int16 (PW: the S symbols and the pad,
+# rounded up to 32): 3 KB for DNA and proteins, 6 KB at S = 64, 27 KB for bytes (S = 256),
+# whose gathers of 8 rows also spread over 36 cache lines instead of 4. Larger alphabets take
+# the int32 kernels (the same scores). The scan itself stays exact up to 256 symbols
 # (tests/test_bytes_alphabet.py).
 SCAN_MAX_SYMBOLS = 64
 
@@ -165,7 +165,7 @@ class _Scan:
         # their sums are exact integers in float16
         exact = max(small, gap_open + gap_extend) <= self.k.HALF_EXACT // 2
         self.half = self.k.use_half2(d_codes.device) if exact else 0
-        self.profile = self.k.profile_table(table, self.k.NEG16, self.half > 0)
+        self.profile = self.k.profile_table(table, gap_open, self.half > 0)
         self.scratch = []  # one per stream in use
         # above the limit a score may have wrapped (int16) or been rounded (float16): recomputed in int32
         self.limit = (self.k.HALF_EXACT if self.half else 32767) - top
