@@ -66,7 +66,8 @@ NEG2 = tl.constexpr(packed_pair(NEG16))
 NEG2_HALF = tl.constexpr(packed_half(NEG16))
 HALF_EXACT = 2048  # float16 holds every integer up to 2^11: the half2 path's scores are exact below
 LANES = 32  # lanes per program (2 x LANES sequences per chunk)
-ROWS = 48  # query rows per tile, held in registers
+ROWS = 40  # query rows per tile, held in registers (int16 pairs; benchmarks/NOTES.md: 40 beat 32, 48, 56)
+ROWS_HALF = 32  # the same for the float16 pairs (32 beat 40 and 48)
 
 
 HIGH = tl.constexpr(-(1 << 16))  # 0xFFFF0000: the high halfword
@@ -391,7 +392,7 @@ def work_list(q_lengths: list[int], q0: int, rows: int) -> list[tuple[int, int]]
     return [(q0 + i, t) for i in order for t in range(-(-q_lengths[i] // rows))]
 
 
-PROFILE_BYTES = 1 << 28  # the tile profiles of one launch (3 KB per tile of 48 protein rows)
+PROFILE_BYTES = 1 << 28  # the tile profiles of one launch (2.5 KB per tile of 40 protein rows)
 
 
 def tile_profiles(q_codes, q_offsets, work, table_profile, rows: int):
@@ -419,7 +420,7 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
     scores, wrapping past 32767; else float16, exact up to HALF_EXACT); ``q_lengths``: the
     queries' lengths if the caller has them on the host (else one read); ``out``: where to
     write the result (a view with unit stride along the sequences), else a new tensor."""
-    rows = rows or ROWS
+    rows = rows or (ROWS_HALF if half else ROWS)
     if rows % 8:
         raise ValueError(f"scan_queries: rows={rows}; the profile is loaded 8 rows at a time, give a multiple of 8")
     n_chunks, lanes, n_q = packed.chunk_lengths.numel(), packed.lanes // 2, q1 - q0

@@ -101,7 +101,7 @@ PAIRS_PER_LAUNCH = 1 << 24
 PAIRS_PER_STEP = 1 << 22
 NARROW_MAX_SCORE = 1000  # substitution scores and gaps up to this take the packed int16 scan
 # A tile of the scan's query profile holds ROWS x PW int16 (PW: the S symbols and the pad,
-# rounded up to 32): 3 KB for DNA and proteins, 6 KB at S = 64, 27 KB for bytes (S = 256),
+# rounded up to 32): 2.5 KB for DNA and proteins, 5 KB at S = 64, 23 KB for bytes (S = 256),
 # whose gathers of 8 rows also spread over 36 cache lines instead of 4. Larger alphabets take
 # the int32 kernels (the same scores). The scan itself stays exact up to 256 symbols
 # (tests/test_bytes_alphabet.py).
