@@ -164,9 +164,10 @@ def _column(hs, es, h_up, f_up, diag, at_a, at_b, best, neg_open, neg_extend, ze
     rows' G and E one column left; ``h_up`` / ``f_up``: the row above the tile; ``diag``: G
     of the row above, one column left; ``at_a`` / ``at_b``: the column's profile entries
     (rows 0..7; rows 8g.. 8 PW further per g), which hold score + gap_open.
-    With G, E = max(G_left, E_left - ext) and F = max(G_up, F_up - ext) are one fused add-max
-    each, H = max(0, G_diag + score + gap_open, E, F) and G = H - open one add: five DPX
-    instructions a cell pair, and the best one three-input max per two rows."""
+    With G, E = max(G_left, E_left - ext) is one fused add-max (DPX), H = max(0, G_diag +
+    score + gap_open, E, F) needs no add of its own, and G = H - open is one add: 6.5 DPX
+    instructions a cell pair in ptxas's code, F's and the best's (a three-input max per two
+    rows) included."""
     new_h = ()
     new_e = ()
     for r in tl.static_range(ROWS):
@@ -200,7 +201,7 @@ def scan_kernel(
     counter when it starts, so a lower ticket has always started) takes work item
     w // n_chunks, (query qi, tile t) = work[w // n_chunks], against chunk chunk0 + w % n_chunks.
     The work list holds the tiles of a query one after another, so tile t - 1 of the same
-    query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (H and F, from
+    query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (G and F, from
     the ring) column by column as it is written, waiting on its progress counter (columns
     done, published every HAND_OFF columns), a wavefront down the query.
     ``prof``: int16 [work item][ROWS / 8][PW][8], the tile's query profile (tile_profiles):
