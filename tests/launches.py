@@ -29,6 +29,14 @@ from torchalign import ops
 DEVICE_DPX = object()  # the scan's DPX constexpr: the launcher's choice for the target's compute capability
 
 
+def with_dpx(kwargs: dict, dpx: bool) -> dict:
+    """A recorded scan launch's keywords with DEVICE_DPX filled in, and the columns per step
+    the launcher takes with that choice."""
+    from torchalign_kernels import align_scan
+
+    return dict(kwargs, DPX=dpx, COLS=align_scan.columns_per_step(dpx, kwargs["HALF"]))
+
+
 def kernel_modules():
     return [importlib.import_module(f"torchalign_kernels.{m.name}") for m in pkgutil.iter_modules(torchalign_kernels.__path__)]
 

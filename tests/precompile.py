@@ -55,8 +55,7 @@ def _jobs(seen) -> list:
     jobs = {}
     for fn, args, kwargs in seen:
         for choice in ({dpx, False} if kwargs.get("DPX") is launches.DEVICE_DPX else {None}):
-            kw = kwargs if choice is None else dict(
-                kwargs, DPX=choice, COLS=align_scan.columns_per_step(choice, kwargs["HALF"]))
+            kw = kwargs if choice is None else launches.with_dpx(kwargs, choice)
             jobs.setdefault(_variant(fn, args, kw), (fn, args, kw))
     heavy = lambda job: next((i for i, h in enumerate(HEAVY) if h in job[0].__name__), len(HEAVY))  # noqa: E731
     return sorted(jobs.values(), key=heavy)

@@ -119,7 +119,7 @@ def _device_choices(kwargs, cap, monkeypatch):
         else:
             monkeypatch.delenv("TORCHALIGN_NO_DPX", raising=False)
         choices.add(align_scan.dpx_for((cap // 10, cap % 10)))
-    return [dict(kwargs, DPX=dpx, COLS=align_scan.columns_per_step(dpx, kwargs["HALF"])) for dpx in sorted(choices)]
+    return [launches.with_dpx(kwargs, dpx) for dpx in sorted(choices)]
 
 
 @functools.cache
