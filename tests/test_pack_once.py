@@ -132,7 +132,7 @@ def test_cli_searches_one_database_for_every_query_group(tmp_path, monkeypatch, 
     seen, real = [], ta.search
     monkeypatch.setattr(cli_search.ta, "search", lambda q, d, *a, **kw: seen.append((d.codes, d.offsets))
                         or real(q, d, *a, **kw))
-    monkeypatch.setattr(cli_search, "GROUP_CELLS", 1)
+    monkeypatch.setattr(cli_search, "GROUP_CELLS", {"cuda": 1, "cpu": 1})
     assert main(["search", *_cli_files(tmp_path), "--top", "3", "--device", "cpu"]) == 0
     assert len([x for x in capsys.readouterr().out.splitlines() if not x.startswith("#")]) == 4 * 3
     assert len(seen) == 4 and all(c is seen[0][0] and o is seen[0][1] for c, o in seen)
@@ -142,7 +142,7 @@ def test_cli_searches_one_database_for_every_query_group(tmp_path, monkeypatch, 
 def test_cli_packs_once_on_the_gpu(tmp_path, monkeypatch, capsys, pack_calls):
     from torchalign import cli_search
 
-    monkeypatch.setattr(cli_search, "GROUP_CELLS", 1)
+    monkeypatch.setattr(cli_search, "GROUP_CELLS", {"cuda": 1, "cpu": 1})
     assert main(["search", *_cli_files(tmp_path), "--top", "3", "--device", "cuda"]) == 0
     assert len([x for x in capsys.readouterr().out.splitlines() if not x.startswith("#")]) == 4 * 3
     assert pack_calls == [64]

@@ -20,7 +20,8 @@ import torchalign as ta
 
 from . import cli_dedup, cli_search
 from .hamming import DEFAULT_MAX_HITS
-from .io import encode_records, iter_batches, iter_named, read_sequences, require_residues
+from .io import iter_batches, read_named, read_sequences, require_residues
+from .ops.eager import skip_compiler_import
 
 CHUNK_RESIDUES = 1 << 26  # text residues per search call
 PROGRESS_MIN_BYTES = 1_000_000  # smaller files get no progress bar
@@ -34,6 +35,14 @@ DEFAULT_THREADS = 1
 
 class UsageError(Exception):
     """Bad command-line input: reported on stderr with exit code 2."""
+
+
+def entry() -> int:
+    """The ``torchalign`` command and ``python -m torchalign``: a process of its own that never
+    compiles, so its first op call skips loading torch's compiler (ops/eager.py; ~4 s of a
+    warm start on the GPU host). ``main`` called from Python leaves the ops as they are."""
+    skip_compiler_import()
+    return main()
 
 
 def main(argv=None) -> int:
@@ -197,7 +206,7 @@ def _dist(args) -> int:
     device = _device(args.device)
     sides = []
     for path in (args.a, args.b):
-        names, batch = encode_records(iter_named(path), args.alphabet, path)
+        names, batch = read_named(path, args.alphabet, path)
         require_residues(path, names, batch)
         sides.append((names, batch))
     (names_a, a), (names_b, b) = sides

@@ -9,7 +9,7 @@ import time
 import torchalign as ta
 
 from .hamming import DEFAULT_MAX_HITS
-from .io import encode_records, iter_named, require_residues
+from .io import read_named, require_residues
 
 ALPHABETS = ("bytes", "unicode", "dna", "rna", "protein")
 
@@ -43,7 +43,7 @@ def run(args, device: str, usage_error) -> int:
         raise usage_error(f"--max-distance must be >= 0, got {args.max_distance}")
     if args.max_pairs < 0:
         raise usage_error(f"--max-pairs must be >= 0, got {args.max_pairs}")
-    names, seqs = encode_records(iter_named(args.file), args.alphabet, args.file)
+    names, seqs = read_named(args.file, args.alphabet, args.file)
     require_residues(args.file, names, seqs)
     start = time.perf_counter()
     try:

@@ -47,7 +47,7 @@ def run(args, scoring, device: str, read) -> int:
             code = cli_search._report(args, scoring, dev, q_names, queries.to(dev), d_names, database, search)
         else:
             n_db = int(database.codes.numel())
-            for q0, q1 in cli_search._groups(queries.lengths.tolist(), n_db):  # rank 0's groups, in step
+            for q0, q1 in cli_search._groups(queries.lengths.tolist(), n_db, dev):  # rank 0's groups, in step
                 search(distributed._part(queries, q0, q1))
             code = 0
         # the ranks leave together; waiting here also lets gloo's worker threads release the

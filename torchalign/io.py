@@ -19,6 +19,7 @@ from Bio.SeqIO.QualityIO import FastqGeneralIterator
 
 from .alphabet import Alphabet, get_alphabet
 from .batch import SequenceBatch
+from .fasta import read_fasta
 
 _EXTENSIONS = {
     ".fa": "fasta", ".fasta": "fasta", ".fna": "fasta", ".faa": "fasta", ".ffn": "fasta",
@@ -161,7 +162,27 @@ def read_sequences(path, alphabet: str | Alphabet = "dna", format: str | None = 
     The format comes from the extension (.fa .fasta .fna .faa .ffn / .fq .fastq), else
     from the first character.
     """
+    if (format or guess_format(path)) == "fasta":
+        got = _fast(path, alphabet, None)
+        if got is not None:
+            return got
     return encode_records(iter_records(path, format), alphabet, path)
+
+
+def read_named(path, alphabet: str | Alphabet = "dna", source=None, scoring=None):
+    """``encode_records(iter_named(path), alphabet, source, scoring)``, through the fast
+    FASTA reader where it applies (the same names and codes; a file it does not take, or
+    one with an error, goes the slow way, which names the error)."""
+    if _format(path) == "fasta":
+        got = _fast(path, alphabet, None if scoring is None else scoring.table.shape[0])
+        if got is not None:
+            return got
+    return encode_records(iter_named(path), alphabet, source or str(path), scoring)
+
+
+def _fast(path, alphabet, limit):
+    with _reading(path):
+        return read_fasta(path, alphabet, limit)
 
 
 def iter_batches(path, alphabet: str | Alphabet = "dna", format: str | None = None,
