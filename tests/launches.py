@@ -100,6 +100,7 @@ ALPHABETS = [("dna", "AC"), ("dna", DNA), ("dna", "ACGTN"), ("dna", IUPAC), ("pr
 
 def drive_alignment():
     from torchalign.metrics import functional as tmf
+    from torchalign.ops import align as ops_align
     from torchalign_kernels import align_scan
 
     sc = ta.Scoring()
@@ -107,13 +108,17 @@ def drive_alignment():
     q, t = ta.encode(qs, "protein"), ta.encode(ts, "protein")
     short = ta.encode(_seqs(PROTEIN, [4, 2, 5, 3]), "protein")  # every target under 6: align_kernel alone
     long_q = ta.encode(_seqs(PROTEIN, [33 * 48]), "protein")  # more than 32 row tiles: align_wave's wide variant
+    # the search's top hits' ends on align_wave with ENDS_WAVE_ROWS: 33 row tiles (128 lanes),
+    # 129 (two passes, a program each)
+    long_qs = [ta.encode(_seqs(PROTEIN, [n * ops_align.ENDS_WAVE_ROWS]), "protein") for n in (33, 129)]
     for mode in ("local", "global", "semiglobal"):
         ta.align_score(q, t, sc, mode)  # TRACK
         ta.align_score(q, short, sc, mode)
         ta.search(q, short, sc, top_k=2, mode=mode)
         ta.align_score(long_q, ta.encode(_seqs(PROTEIN, [7]), "protein"), sc, mode)
         ta.search(q, t, sc, top_k=2, mode=mode)  # global / semiglobal: no TRACK
-        ta.search(long_q, t, sc, top_k=1, mode=mode)
+        for ends_q in long_qs:
+            ta.search(ends_q, t, sc, top_k=1, mode=mode)
     dna = ta.Scoring(match=2, mismatch=-3)
     db = ta.encode(_seqs(DNA, [20, 9] + [3, 0, 5, 4] * 40), "dna")  # a long chunk, then two scanned chunks with residues
     ta.search(ta.encode(_seqs(DNA, [4, 9]), "dna"), db, dna, top_k=3)

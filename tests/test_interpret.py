@@ -365,8 +365,8 @@ def test_search_scan_with_long_chunks(small_tiles, monkeypatch, long, short, q_l
     """ta.search (local) in every example: every chunk of the database on the packed int16
     scan in one launch of every query, the long chunks (sequences of 12 to 15 residues beside
     ones of 11 or fewer) included; query lengths across the scan's 8-row tiles; the ends of
-    the top hits (few pairs: all on align_wave); every score and both ends of every pair
-    against the reference."""
+    the top hits (short queries: the usual split of pairs between the two kernels); every
+    score and both ends of every pair against the reference."""
     from torchalign_kernels import align_scan
 
     from torchalign.ops import align as ops_align
@@ -386,7 +386,9 @@ def test_search_scan_with_long_chunks(small_tiles, monkeypatch, long, short, q_l
     al.check_top_k("cpu", qs, db, ta.Scoring(), "local", (len(db),))
     n_chunks = -(-len(db) // (2 * align_scan.LANES))
     assert scans and all(s == (n_chunks, 0, len(qs)) for s in scans) and n_chunks >= 3
-    assert ends and all(e == (True, 0) for e in ends)  # only the ends of the top hits, on align_wave
+    # only the ends of the top hits: on align_wave when a query is long, else the usual split
+    wave = 0 if max(q_lens) >= ops_align.ENDS_WAVE_QUERY else None
+    assert ends and all(e == (True, wave) for e in ends)
 
 
 def test_search_kernel(monkeypatch, rng):

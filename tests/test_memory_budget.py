@@ -183,11 +183,14 @@ def test_align_pairs_launches_fit_the_budget(monkeypatch, rng, mode, planned, lo
         assert grid[0] == 1 or sum(needs[-1]) <= budget
     for _, args, _ in inter.calls:  # one scratch for all launches: the largest launch's
         assert args[13].numel() * 4 <= max(budget, max(max(x) for x in needs))
-    for grid, args, kw in wave.calls:  # per pair: a row of 2 int32 per column (and one), 4 W int32 of carries
-        row, buf = args[12], args[14]
-        one_program = block * ((int(t_lens.max()) + 1) * 8 + 16 * kw["W"])
-        assert one_program > budget and grid[0] <= block  # each program here is past the budget: one per launch
-        assert row.untyped_storage().nbytes() <= one_program and buf.numel() == grid[0] * 4 * kw["W"]
+    for grid, args, kw in wave.calls:  # per pair: a ring of two rows of 2 int32 per column (and one), 4 W int32
+        ring, buf, passes = args[12], args[14], args[17]  # of carries per slot (a slot per pass with PIPE)
+        slots = passes if kw["PIPE"] else 1
+        one_program = block * ((int(t_lens.max()) + 1) * 16 + 16 * kw["W"] * slots)
+        assert one_program > budget and grid[0] <= block * slots  # each program here is past the budget: one per launch
+        assert ring.untyped_storage().nbytes() <= one_program and buf.numel() == grid[0] * 4 * kw["W"]
+        # queries of 17 to 26 rows are two passes of 2 x 8 rows: a program each when the lengths were read
+        assert kw["PIPE"] == (passes > 1 and planned == "read")
     assert len(wave.calls if long_target and planned == "hints" else inter.calls) > 1
     if planned == "read":
         assert len(wave.calls) > 1

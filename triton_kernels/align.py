@@ -258,7 +258,7 @@ def _even_launches(k0: int, k1: int, size: int, budget: int) -> list:
 
 def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open: int,
                 gap_extend: int, mode: int, track: bool = True, rows: int = ROWS, block: int = BLOCK,
-                long_target: int | None = None, longest: tuple | None = None):
+                long_target: int | None = None, longest: tuple | None = None, wave_rows: int | None = None):
     """Align query pair_q[i] with target pair_t[i] for every i: (score int32[P], query end
     int64[P], target end int64[P]); the ends only with ``track`` (else None). ``table``:
     int32 [S, S] over codes < S; ``mode`` 0 local, 1 global, 2 semiglobal.
@@ -268,6 +268,10 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     in align_wave (one pair per program, on a second stream). Launches of each kernel take
     consecutive programs while their scratch fits SCRATCH_BYTES. Memory beside that:
     ~100 B per pair (lengths, sort keys and order, sorted pair indices and outputs).
+
+    ``wave_rows``: rows per lane in align_wave (default ``rows``): fewer make a step shorter and
+    a pair's passes more (a program each), for few pairs that would each keep one SM busy
+    long after the rest (the search's top hits).
 
     ``longest``: (q_longest, t_longest), bounds on every pair's lengths: launches are then
     planned from them alone and nothing is read back from the device (CUDA graphs); every
@@ -316,20 +320,34 @@ def align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pa
     side = torch.cuda.Stream(dev) if dev.type == "cuda" and 0 < n_wave < n_prog else None  # overlaps the two kernels
     if side is not None:
         side.wait_stream(torch.cuda.current_stream(dev))
-    if n_wave:  # long targets: one pair per program, row tiles as a wavefront; its scratch: a row of 2 int32
-        from .align_wave import align_long, wave_width  # per column, 4 W int32 of carries
+    if n_wave:  # long targets: one pair per program (or per pass of W row tiles), row tiles as a wavefront
+        from .align_wave import align_long, best_of_passes, wave_width
 
-        W = wave_width(q_wave, rows)
+        wave_rows = min(rows, wave_rows or rows)
+        W = wave_width(q_wave, wave_rows)
+        passes = max(1, triton.cdiv(q_wave, W * wave_rows))
+        # a pass per program when there are several; the check that no wait gave up reads the device
+        pipe = passes > 1 and t_top is not None
+        slots = passes if pipe else 1
         with torch.cuda.stream(side) if side is not None else contextlib.nullcontext():
-            launches = plan(0, n_wave, 8, 16 * W)
+            # scratch: a ring of two rows of 2 int32 per column, 4 W int32 of carries per slot
+            launches = plan(0, n_wave, 16, 16 * W * slots)
             scratch = torch.empty(max(b for _, _, b in launches) // 4, dtype=torch.int32, device=dev)
             for k0, k1, _ in launches:
                 lo, hi = k0 * block, min(P, k1 * block)
-                size = ((firsts[k0:k1] + 1) * 2)[:, None].expand(k1 - k0, block).reshape(-1)[: hi - lo]
-                carries, row = scratch[: (hi - lo) * 4 * W], scratch[(hi - lo) * 4 * W :]
-                align_long(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[lo:hi], pair_t[lo:hi], padded,
-                           gap_open, gap_extend, mode, track, rows, W, row, torch.cumsum(size, 0) - size, carries,
-                           *(x[lo:hi] for x in outs))
+                size = ((firsts[k0:k1] + 1) * 4)[:, None].expand(k1 - k0, block).reshape(-1)[: hi - lo]
+                carries, ring = scratch[: (hi - lo) * slots * 4 * W], scratch[(hi - lo) * slots * 4 * W :]
+                sync = torch.empty(2 + (hi - lo) * slots, dtype=torch.int32, device=dev)
+                part = [x[lo:hi] for x in outs] if not pipe else [x.new_empty((hi - lo) * slots) for x in outs]
+                args = (q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q[lo:hi], pair_t[lo:hi], padded,
+                        gap_open, gap_extend, mode, track, wave_rows, W, ring, torch.cumsum(size, 0) - size, carries,
+                        sync, passes)
+                align_long(*args, pipe, *part)
+                if pipe and int(sync[1]):  # a wait gave up (it never should): the passes one after the other
+                    align_long(*args, False, *(x[lo:hi] for x in outs))
+                elif pipe:
+                    for x, y in zip(outs, best_of_passes(*part, passes)):
+                        x[lo:hi] = y
     if n_wave < n_prog:  # the rest: one lane per pair; a program's scratch: 2 x block int32 per column
         launches = plan(n_wave, n_prog, 8, 0)
         scratch = torch.empty(max(b for _, _, b in launches) // 4, dtype=torch.int32, device=dev)

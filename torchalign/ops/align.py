@@ -62,7 +62,7 @@ def _validate(q_codes, q_offsets, t_codes, t_offsets, table, gap_open, gap_exten
 
 
 def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_open, gap_extend, mode, track,
-           long_target=None, longest=None):
+           long_target=None, longest=None, wave_rows=None):
     """Scores (and ends with ``track``) of query pair_q[i] against target pair_t[i].
     ``longest``: (q_longest, t_longest) to plan the GPU launches without a host read."""
     q_starts, q_lens = q_offsets[:-1], q_offsets[1:] - q_offsets[:-1]
@@ -70,7 +70,7 @@ def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_op
     if use_kernels(q_codes):
         return kernels("align").align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t,
                                             table, gap_open, gap_extend, MODES.index(mode), track=track,
-                                            long_target=long_target, longest=longest)
+                                            long_target=long_target, longest=longest, wave_rows=wave_rows)
     return cpu.align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, pair_q, pair_t, table, gap_open,
                            gap_extend, mode)
 
@@ -121,8 +121,15 @@ SCAN_STREAMS = 4  # launches of queries on this many CUDA streams at once: one l
 # that fit, and as many queries per launch as fit (all 20 bundled ones; one for 200 M residues)
 SCAN_SCRATCH_BYTES = 1 << 30
 # The top hits' ends: fewer pairs than this all take align_wave (a pair per program, its query
-# rows over the lanes): one lane per pair would leave the GPU idle behind its longest pair
+# rows over the lanes) when a query reaches ENDS_WAVE_QUERY residues: one lane per pair would
+# leave the GPU idle behind its longest pair. Shorter queries take the usual split (long
+# targets on align_wave, the rest a lane each), which also keeps the interpreter's tests short.
 ENDS_WAVE_PAIRS = 1 << 14
+ENDS_WAVE_QUERY = 256
+# and 8 rows per lane there: the bundled search's longest pair (5,478 x 4,560) took 3.4 ms on
+# an H100 with 8 (six passes of 1,024 rows, a program each), 4.3 with 16, 6.9 with the 48 of
+# one program (benchmarks/NOTES.md, "The top hits' ends")
+ENDS_WAVE_ROWS = 8
 
 
 def _side_streams(dev, n: int) -> list:
@@ -209,8 +216,8 @@ class _Scan:
 def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tensor, table: Tensor, gap_open: int,
            gap_extend: int, mode: str, top_k: int, q_longest: int, d_longest: int,
            check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    _validate(q_codes, q_offsets, d_codes, d_offsets, table, gap_open, gap_extend, q_longest, d_longest, check,
-              ("queries", "database"))
+    q_longest, d_longest = _validate(q_codes, q_offsets, d_codes, d_offsets, table, gap_open, gap_extend, q_longest,
+                                     d_longest, check, ("queries", "database"))
     n_q, n_d = q_offsets.numel() - 1, d_offsets.numel() - 1
     k = min(top_k, n_d)
     dev = q_codes.device
@@ -237,7 +244,9 @@ def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tenso
     # the ends of the chosen pairs only
     pair_q = torch.arange(n_q, device=dev)[:, None].expand(n_q, k).reshape(-1)
     _, q_end, t_end = _pairs(q_codes, q_offsets, d_codes, d_offsets, pair_q, indices.reshape(-1), table, gap_open,
-                             gap_extend, mode, True, 0 if pair_q.numel() < ENDS_WAVE_PAIRS else None)
+                             gap_extend, mode, True,
+                             0 if pair_q.numel() < ENDS_WAVE_PAIRS and q_longest >= ENDS_WAVE_QUERY else None,
+                             wave_rows=ENDS_WAVE_ROWS)
     return scores, indices, t_end.view(n_q, k), q_end.view(n_q, k)
 
 
