@@ -94,25 +94,38 @@ def test_save_and_load_keep_the_pack(tmp_path, pack_calls):
     assert len(ta.SequenceBatch.load(tmp_path / "empty.pt")) == 0
 
 
-def _search_twice(device, pack_calls):
+def _search_twice(device, pack_calls, monkeypatch):
+    """Two searches of one database: one packing, one scan setup (host reads, query profile);
+    the scoring's table changed in place: a new setup, the new scores."""
+    from torchalign.ops import align as ops_align
+
+    scans, real = [], ops_align._Scan
+    monkeypatch.setattr(ops_align, "_Scan", lambda *a: scans.append(a) or real(*a))
     rng = random.Random(5)
     queries = [rand_protein(rng, rng.randint(1, 12)) for _ in range(2)]
     db = ta.encode([related(rng, rng.choice(queries)) for _ in range(6)] + [rand_protein(rng, 10) for _ in range(6)],
                    "protein", device)
-    first = ta.search(queries, db, top_k=3)
-    second = ta.search(queries[::-1], db, top_k=3)
+    sc = ta.Scoring()
+    first = ta.search(queries, db, sc, top_k=3)
+    second = ta.search(queries[::-1], db, sc, top_k=3)
     assert torch.equal(first.scores.flip(0), second.scores)
     assert len(pack_calls) == 1, pack_calls
+    assert len(scans) == 1
+    sc.table[:20, :20] += 3  # every standard pair scores 3 more
+    changed = ta.search(queries, db, sc, top_k=3)
+    fresh = ta.search(queries, db, ta.Scoring(sc.table.clone(), 11, 1, alphabet="protein"), top_k=3)
+    assert len(scans) == 3 and len(pack_calls) == 1
+    assert torch.equal(changed.scores, fresh.scores) and not torch.equal(changed.scores, first.scores)
 
 
 @pytest.mark.interpret
-def test_search_packs_once_under_the_interpreter(kernels_on_cpu, pack_calls):
-    _search_twice("cpu", pack_calls)
+def test_search_packs_once_under_the_interpreter(kernels_on_cpu, pack_calls, monkeypatch):
+    _search_twice("cpu", pack_calls, monkeypatch)
 
 
 @pytest.mark.gpu
-def test_search_packs_once_on_the_gpu(pack_calls):
-    _search_twice("cuda", pack_calls)
+def test_search_packs_once_on_the_gpu(pack_calls, monkeypatch):
+    _search_twice("cuda", pack_calls, monkeypatch)
 
 
 def _cli_files(tmp_path, n_queries=4):
