@@ -116,6 +116,9 @@ def _search_twice(device, pack_calls, monkeypatch):
     fresh = ta.search(queries, db, ta.Scoring(sc.table.clone(), 11, 1, alphabet="protein"), top_k=3)
     assert len(scans) == 3 and len(pack_calls) == 1
     assert torch.equal(changed.scores, fresh.scores) and not torch.equal(changed.scores, first.scores)
+    monkeypatch.setenv("TORCHALIGN_SCAN_HALF2", "1")  # the float16 pairs: another scan setup (its profile)
+    halves = ta.search(queries, db, sc, top_k=3)
+    assert len(scans) == 4 and torch.equal(halves.scores, changed.scores)
 
 
 @pytest.mark.interpret

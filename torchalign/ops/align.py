@@ -213,9 +213,11 @@ class _Scan:
 def _scan_of(d_codes, d_offsets, table, gap_open: int, gap_extend: int) -> _Scan:
     """The database's _Scan for this table and these gaps, made once and kept with its
     packed form, so its host reads and query profile are paid once (the bundled search:
-    29.1 -> 28.1 ms on an H100); a table changed in place, or another one, makes it anew."""
+    29.1 -> 28.1 ms on an H100); a table changed in place, another one, or another float16
+    choice makes it anew."""
     packs = _packs_of(d_codes, d_offsets)
-    key = ("scan", gap_open, gap_extend)
+    # (the float16 choice too: TORCHALIGN_SCAN_HALF2 / NO_DPX are read at every call)
+    key = ("scan", gap_open, gap_extend, kernels("align_scan").use_half2(d_codes.device))
     got = packs.get(key)
     try:
         stamp = table._version
