@@ -213,11 +213,12 @@ class _Scan:
 def _scan_of(d_codes, d_offsets, table, gap_open: int, gap_extend: int) -> _Scan:
     """The database's _Scan for this table and these gaps, made once and kept with its
     packed form, so its host reads and query profile are paid once (the bundled search:
-    29.1 -> 28.1 ms on an H100); a table changed in place, another one, or another float16
-    choice makes it anew."""
+    29.1 -> 28.1 ms on an H100); a table changed in place, another one, another float16
+    choice or scratch budget makes it anew."""
     packs = _packs_of(d_codes, d_offsets)
-    # (the float16 choice too: TORCHALIGN_SCAN_HALF2 / NO_DPX are read at every call)
-    key = ("scan", gap_open, gap_extend, kernels("align_scan").use_half2(d_codes.device))
+    # (the float16 choice too: TORCHALIGN_SCAN_HALF2 / NO_DPX are read at every call; and the
+    # scratch budget its slices are cut by)
+    key = ("scan", gap_open, gap_extend, kernels("align_scan").use_half2(d_codes.device), SCAN_SCRATCH_BYTES)
     got = packs.get(key)
     try:
         stamp = table._version
