@@ -24,6 +24,7 @@ from .batch import SequenceBatch
 BLOCK_BYTES = 1 << 24  # read and parsed at a time (temporaries ~12 B per byte), cut after a record
 WORKERS = min(8, os.cpu_count() or 1)  # blocks parsed at once: NumPy lets go of the GIL
 _BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
 _NL, _CR, _SPACE, _GT = 10, 13, 32, ord(">")
 # bytes a sequence line may hold here: printable ASCII; CR only before LF (checked apart)
 _SEQ_BYTE = np.zeros(256, dtype=bool)
@@ -69,10 +70,14 @@ def _parsed(blocks, lut):
             yield pending.popleft().result()
 
 
-def _opened(path):
+def is_gzip(path) -> bool:
+    """Whether the file starts with gzip's magic bytes (its name does not matter)."""
     with open(path, "rb") as raw:
-        gz = raw.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else open(path, "rb")
+        return raw.read(2) == _GZIP_MAGIC
+
+
+def _opened(path):
+    return gzip.open(path, "rb") if is_gzip(path) else open(path, "rb")
 
 
 def _blocks(handle):

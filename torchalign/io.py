@@ -19,20 +19,14 @@ from Bio.SeqIO.QualityIO import FastqGeneralIterator
 
 from .alphabet import Alphabet, get_alphabet
 from .batch import SequenceBatch
-from .fasta import read_fasta
+from .fasta import is_gzip, read_fasta
 
 _EXTENSIONS = {
     ".fa": "fasta", ".fasta": "fasta", ".fna": "fasta", ".faa": "fasta", ".ffn": "fasta",
     ".fq": "fastq", ".fastq": "fastq",
 }
 _FIRST_CHAR = {">": "fasta", "@": "fastq", "": "fasta"}  # "": an empty file, no records
-_GZIP_MAGIC = b"\x1f\x8b"
 _SNIFF_CHARS = 4096  # read to tell text from binary: a NUL, or undecodable bytes in a file of lines
-
-
-def is_gzip(path) -> bool:
-    with open(path, "rb") as raw:
-        return raw.read(2) == _GZIP_MAGIC
 
 
 def _open(path):
@@ -162,11 +156,12 @@ def read_sequences(path, alphabet: str | Alphabet = "dna", format: str | None = 
     The format comes from the extension (.fa .fasta .fna .faa .ffn / .fq .fastq), else
     from the first character.
     """
-    if (format or guess_format(path)) == "fasta":
+    fmt = format or guess_format(path)
+    if fmt == "fasta":
         got = _fast(path, alphabet, None)
         if got is not None:
             return got
-    return encode_records(iter_records(path, format), alphabet, path)
+    return encode_records(iter_records(path, fmt), alphabet, path)
 
 
 def read_named(path, alphabet: str | Alphabet = "dna", source=None, scoring=None):

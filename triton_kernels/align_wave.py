@@ -91,6 +91,7 @@ def align_wave_kernel(
         row_out = ring + (p % 2) * 2 * (n + 1)
         flag_in = sync_ptr + 2 + pid.to(tl.int64) * passes + p - 1
         flag_out = flag_in + 1
+        from_above = zero + p > 0  # (pass 0 starts from row 0's border)
         h_in = zero
         f_in = zero
         t = 0
@@ -102,11 +103,11 @@ def align_wave_kernel(
             if PIPE:
                 if (p > 0) & (t + 1 <= n) & (t + 1 > seen):
                     seen = wait_until(flag_in, t + 1)
-            above = (w == 0) & live & (zero + p > 0)
+            above = (w == 0) & live & from_above
             h_top = tl.load(row_in + 2 * col, mask=above, other=0, cache_modifier=".cg")
             f_top = tl.load(row_in + 2 * col + 1, mask=above, other=NEG, cache_modifier=".cg")
             if MODE == GLOBAL:
-                h_top = tl.where(zero + p > 0, h_top, _gap(col, gap_open, gap_extend))
+                h_top = tl.where(from_above, h_top, _gap(col, gap_open, gap_extend))
             h_up = tl.where(w == 0, h_top, h_in)
             f_up = tl.where(w == 0, f_top, f_in)
             c = tl.load(t_ptr + ts + col - 1, mask=live, other=0).to(tl.int32)
