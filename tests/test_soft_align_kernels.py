@@ -8,6 +8,7 @@ from torch.autograd import gradgradcheck
 
 import torchalign as ta
 from torchalign_kernels import soft_align as kernels
+from torchalign_kernels import soft_align_diag as diag_kernels
 from torchalign_kernels import soft_align_hvp as hvp_kernels
 
 from . import reference_soft_align as ref
@@ -46,8 +47,9 @@ def _compare(got, want, atol=1e-4):
 
 
 def _small_chunks(monkeypatch, block):
-    """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)."""
-    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp):
+    """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)
+    and the one-state kernels' strips of ``block`` rows (more rows cross strip boundaries)."""
+    for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, diag_kernels.forward, diag_kernels.backward):
         set_defaults(monkeypatch, fn, block=block)
 
 

@@ -16,13 +16,14 @@ Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 (gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
 float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
-interpreter) run the Triton kernels: torchalign_kernels.soft_align (three states)
-and soft_align_hvp (with soft_align's backward kernel: the Hessian-vector product, which
-recomputes and holds the full value table and its tangents, 24 B per cell); linear gaps
-run the three-state kernels too (a one-state kernel, 4 B per cell, lost precision on long
-gap runs and was removed: benchmarks/NOTES.md). float64 runs the torch code of
-torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on CUDA
-is correct but slow, a Python loop of small launches per row). Working memory of the
+interpreter) run the Triton kernels. Linear gaps of one value per pair without
+checkpoints run torchalign_kernels.soft_align_diag: one state by anti-diagonals, 4 B per
+cell, table [B, N + 1, 1, M + 1] (S = 1; its own slot order). Everything else runs the
+three-state kernels of torchalign_kernels.soft_align (S = 3). The Hessian-vector product
+runs soft_align_hvp (with soft_align's backward kernel), which recomputes and holds the
+full three-state value table and its tangents, 24 B per cell. float64 runs the torch code
+of torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on
+CUDA is correct but slow, a Python loop of small launches per row). Working memory of the
 kernels besides the table: a two-row scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
 """
 
@@ -50,6 +51,11 @@ def _kernel_path(scores: Tensor) -> bool:
     return use_kernels(scores) and scores.dtype == torch.float32
 
 
+def _one_state(scores: Tensor, gap_open: Tensor, linear: bool, checkpoint: int) -> bool:
+    """Whether the one-state anti-diagonal kernels run (the fake impl asks too: the table's shape)."""
+    return _kernel_path(scores) and linear and checkpoint == 1 and gap_open.shape[1:] == (1, 1)
+
+
 def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
     return cpu.Problem(scores, gap_open, gap_extend, mode, linear, q_lens, t_lens)
 
@@ -57,6 +63,8 @@ def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
 @torch.library.custom_op("torchalign::soft_align", mutates_args=(), device_types=DEVICES)
 def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, mode: int,
                linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
+    if _one_state(scores, gap_open, linear, checkpoint):
+        return kernels("soft_align_diag").forward(scores, gap_open.reshape(-1), q_lens, t_lens, mode)
     if _kernel_path(scores):
         return kernels("soft_align").forward(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
     return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear), checkpoint)
@@ -65,13 +73,18 @@ def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Ten
 @soft_align.register_fake
 def _(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint):
     B, N, M = scores.shape
-    return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), 3, M + 1)
+    S = 1 if _one_state(scores, gap_open, linear, checkpoint) else 3
+    return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), S, M + 1)
 
 
 @torch.library.custom_op("torchalign::soft_align_backward", mutates_args=(), device_types=DEVICES)
 def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
                         table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
                         checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
+    if _kernel_path(scores) and table.shape[2] == 1:
+        gs, dg = kernels("soft_align_diag").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table, value,
+                                                     grad.contiguous(), mode)
+        return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
                                                     grad.contiguous(), mode, linear, checkpoint)

@@ -1,0 +1,73 @@
+"""Soft alignment kernels side by side (issue 18 tuning): the one-state anti-diagonal kernels
+(linear gaps) against the three-state row kernels on the same problem (gap_extend =
+gap_open gives the same value), each checked against the float64 CPU path.
+
+    python benchmarks/tune_soft_align.py [--runs 5] [--sizes 64x512x512,256x128x128]
+
+Prints, per size and mode: forward and forward + backward medians (CUDA events, min..max
+over --runs) of both kernels, the one-state kernel's value rel error and gradient abs error
+against float64 (sizes up to 8 x 2,000^2)."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+
+import torchalign as ta
+
+
+def timed(fn, runs):
+    fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(runs):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(a.elapsed_time(b))
+    return statistics.median(out), min(out), max(out)
+
+
+def fwd_bwd(s, *gaps, mode):
+    x = s.detach().requires_grad_(True)
+    v = ta.soft_align(x, *gaps, mode=mode)
+    (g,) = torch.autograd.grad(v.sum(), x)
+    return v, g
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", default="64x512x512,256x128x128,8x2000x2000,4x10000x10000")
+    ap.add_argument("--modes", default="global,local,semiglobal")
+    args = ap.parse_args()
+    print(torch.cuda.get_device_name(), torch.__version__)
+    for size in args.sizes.split(","):
+        B, N, M = (int(x) for x in size.split("x"))
+        s = torch.randn(B, N, M, generator=torch.Generator().manual_seed(18)).cuda()
+        for mode in args.modes.split(","):
+            if N * M > 4e6 and mode != "global":
+                continue
+            row = [f"{B}x{N}x{M} {mode:10s}"]
+            for name, gaps in (("one-state", (1.0,)), ("three-state", (1.0, 1.0))):
+                if N * M > 4e7 and name == "three-state":
+                    continue
+                f = timed(lambda: ta.soft_align(s, *gaps, mode=mode), args.runs)
+                fb = timed(lambda: fwd_bwd(s, *gaps, mode=mode), args.runs)
+                row.append(f"{name} fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) fwd+bwd {fb[0]:.3f} "
+                           f"({fb[1]:.3f}..{fb[2]:.3f}) ms")
+            if B * N * M <= 3.3e7:
+                v, g = fwd_bwd(s, 1.0, mode=mode)
+                rv, rg = fwd_bwd(s.double().cpu(), 1.0, mode=mode)
+                dv = ((v.double().cpu() - rv).abs() / rv.abs().clamp_min(1)).max().item()
+                dg = (g.double().cpu() - rg).abs().max().item()
+                row.append(f"vs float64: value rel {dv:.1e}, grad abs {dg:.1e}, finite {bool(torch.isfinite(g).all())}")
+            print(" | ".join(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""Soft alignment with linear gaps, one state, by anti-diagonals: forward and backward sweeps.
+
+One state (with open = extend the three Gotoh states collapse: V = lse(M, X, Y)):
+    V[i, j] = lse(s[i, j] + V[i-1, j-1], V[i-1, j] - g, V[i, j-1] - g)
+    (local: s[i, j] + lse(0, V[i-1, j-1]) in place of the first term).
+Lane l of a program holds row i = r0 + l + 1 of a strip of up to BLOCK rows; step t
+computes column j = t - l in every lane, so a step is one anti-diagonal. A cell's up and
+diagonal terms are the lane above's values of the last two steps: one ``tl.gather`` (a
+shift by one lane) per step carries them across; the left term is the lane's own last
+value. Row 0 and, for later strips, the strip above's last row are read from the table.
+Every cell is one log-sum-exp of its three in-edges, so the backward sweep recomputes each
+node's three edge probabilities from the stored values and normalises them per node
+(a row scan's separately rounded values do not sum to one over long gap runs:
+benchmarks/NOTES.md).
+
+The table: V of every cell, (n + 1)(m + 1) float32 per pair. Row 0 at slots 0..m, then
+each strip's cells in anti-diagonal order (``_diag_base``), so a step's loads and stores
+are contiguous across lanes. Backward: adjoints Q from the last step to the first; a
+cell's Q is the sum of the flows from its successors (right: the lane's own last step;
+down and down-right: the lane below's last two steps, shifted up by ``tl.gather``);
+flows into row 0 and into a strip's top row are handed over through a buffer.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+NEG = tl.constexpr(float("-inf"))
+MAX_BLOCK = 1024  # rows per strip (one per thread at 32 warps)
+
+
+@triton.jit
+def _lse2(a, b):
+    m = tl.maximum(a, b)
+    d = tl.minimum(a, b) - m
+    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
+
+
+@triton.jit
+def _lse3(a, b, c):
+    m = tl.maximum(tl.maximum(a, b), c)
+    ms = tl.where(m == NEG, 0.0, m)
+    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms) + tl.exp(c - ms)))
+
+
+@triton.jit
+def _ex(x, v):
+    """exp(x - v), 0 where v = -inf (an unreachable node)."""
+    return tl.where(v == NEG, 0.0, tl.exp(x - tl.where(v == NEG, 0.0, v)))
+
+
+@triton.jit
+def _diag_base(t, R, m):
+    """Slots before step t of a strip of R rows and columns 0..m (int64): the cells of
+    the anti-diagonals 0..t-1, (t(t+1)/2 while the strip fills, R per step after) minus
+    those past column m."""
+    t = t.to(tl.int64)
+    s1 = tl.where(t <= R, t * (t + 1) // 2, R * (R + 1) // 2 + (t - R) * R)
+    u = tl.maximum(t - m - 1, 0)
+    return s1 - u * (u + 1) // 2
+
+
+@triton.jit
+def _slot(t, l, r0, R, m):
+    """The slot of lane l at step t of the strip of R rows below row r0."""
+    return (r0 + 1).to(tl.int64) * (m + 1) + _diag_base(t, R, m) + l - tl.maximum(t - m, 0)
+
+
+@triton.jit
+def _top_slot(r0, j, n, m, BLOCK: tl.constexpr):
+    """The slot of cell (r0, j): row 0, or the last row of the full strip above."""
+    if r0 == 0:
+        out = j.to(tl.int64)
+    else:
+        out = _slot(j + BLOCK - 1, BLOCK - 1, r0 - BLOCK, BLOCK, m)
+    return out
+
+
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b'])
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, MODE,
+                               BLOCK: tl.constexpr):
+    """Program b: pair b's table of V and its value (MODE 0 global, 1 local, 2 semiglobal)."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(q_ptr + b).to(tl.int32)
+    m = tl.load(t_ptr + b).to(tl.int32)
+    g = tl.load(g_ptr + b)
+    sp = s_ptr + b * s_b
+    tab = tab_ptr + b * tab_b
+    offs = tl.arange(0, BLOCK)
+    # row 0: global charges leading gaps; semiglobal starts anywhere (0); local has no row 0
+    j0 = 0
+    while j0 <= m:
+        j = j0 + offs
+        if MODE == 0:
+            v0 = -j.to(tl.float32) * g
+        elif MODE == 2:
+            v0 = tl.zeros((BLOCK,), tl.float32)
+        else:
+            v0 = tl.full((BLOCK,), NEG, tl.float32)
+        tl.store(tab + j, v0, mask=j <= m)
+        j0 += BLOCK
+    tl.debug_barrier()
+    acc = tl.full((BLOCK,), NEG, tl.float32)  # local / semiglobal: the end terms, per lane
+    idx_up = tl.maximum(offs - 1, 0)
+    r0 = 0
+    while r0 < n:
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        last_row = (r0 + 1 + offs) == n
+        srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
+        up = tl.full((BLOCK,), NEG, tl.float32)  # V[i - 1, j] at this step (lane 0: the row above)
+        up = tl.where(offs == 0, tl.load(tab + _top_slot(r0, offs * 0, n, m, BLOCK), mask=offs == 0, other=NEG), up)
+        diag = tl.full((BLOCK,), NEG, tl.float32)
+        left = tl.full((BLOCK,), NEG, tl.float32)
+        t = 0
+        T = R + m
+        s_nxt = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
+        while t < T:
+            j = t - offs
+            live = lane & (j >= 0) & (j <= m)
+            s = s_nxt
+            jn = j + 1  # prefetch the next step's scores and the row above
+            s_nxt = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            jt = offs * 0 + t + 1
+            top = tl.load(tab + _top_slot(r0, jt, n, m, BLOCK), mask=(offs == 0) & (jt <= m), other=NEG)
+            if MODE == 1:
+                dterm = s + _lse2(tl.zeros_like(diag), diag)
+            else:
+                dterm = s + diag
+            dterm = tl.where(j >= 1, dterm, NEG)
+            v = tl.where(live, _lse3(dterm, up - g, left - g), NEG)
+            tl.store(tab + _slot(t, offs, r0, R, m), v, mask=live)
+            if MODE == 1:
+                acc = _lse2(acc, tl.where(live & (j >= 1), dterm, NEG))
+            elif MODE == 2:
+                acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g), NEG))
+            diag = up
+            left = v
+            up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))
+            t += 1
+        tl.debug_barrier()  # the strip's last row is the next strip's row above
+        r0 += BLOCK
+    if MODE == 0:
+        if n == 0:
+            value = tl.load(tab + m)
+        else:
+            rl = ((n - 1) // BLOCK) * BLOCK
+            value = tl.load(tab + _slot(m + n - 1 - rl, n - 1 - rl, rl, n - rl, m))
+    else:
+        mx = tl.max(acc, 0)
+        if MODE == 1:
+            mx = tl.maximum(mx, 0.0)  # the empty alignment
+            tot = tl.sum(tl.exp(acc - mx), 0) + tl.exp(-mx)
+        else:
+            tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
+        value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
+        if MODE == 2:
+            if n == 0:
+                value = tl.zeros_like(value)
+    tl.store(value_ptr + b, value)
+
+
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b'])
+def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr,
+                               gs_ptr, dg_ptr, f_ptr, f_b, MODE, BLOCK: tl.constexpr):
+    """Program b: the adjoints Q = d value / d V from the last anti-diagonal to the first;
+    gs[i - 1, j - 1] = the adjoint of the aligned-pair term (the expected alignment times
+    grad), dg = - grad times the expected number of gap positions."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(q_ptr + b).to(tl.int32)
+    m = tl.load(t_ptr + b).to(tl.int32)
+    g = tl.load(g_ptr + b)
+    value = tl.load(value_ptr + b)
+    gout = tl.load(grad_ptr + b)
+    sp = s_ptr + b * s_b
+    gp = gs_ptr + b * s_b
+    tab = tab_ptr + b * tab_b
+    fb = f_ptr + b * f_b  # [2 parities, 2 (down, down-right), m + 1]: flows into a strip's top row
+    offs = tl.arange(0, BLOCK)
+    idx_dn = tl.minimum(offs + 1, BLOCK - 1)
+    gaps = tl.zeros((BLOCK,), tl.float32)  # the flow through gap edges, per lane
+    vv = tl.zeros((BLOCK,), tl.float32) + value
+    n_strips = (n + BLOCK - 1) // BLOCK
+    k = n_strips - 1
+    while k >= 0:
+        r0 = k * BLOCK
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        i = r0 + 1 + offs
+        last_row = i == n
+        bottom = (offs == R - 1) & (i < n)  # the strip's last lane takes flows from the strip below
+        f_in = fb + ((k + 1) % 2).to(tl.int64) * 2 * (m + 1)
+        f_out = fb + (k % 2).to(tl.int64) * 2 * (m + 1)
+        srow = sp + (r0 + offs).to(tl.int64) * s_i
+        grow = gp + (r0 + offs).to(tl.int64) * s_i
+        f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
+        f_down = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j), the lane below's last step
+        f_dr1 = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j + 1): shifted last step, used next step
+        f_dr = tl.zeros((BLOCK,), tl.float32)
+        t = R + m - 1
+        while t >= 0:
+            j = t - offs
+            live = lane & (j >= 0) & (j <= m)
+            has_l = live & (j >= 1)
+            sl = _slot(t, offs, r0, R, m)
+            sl1 = _slot(t - 1, offs, r0, R, m)  # (i, j - 1); minus one lane: (i - 1, j)
+            sl2 = _slot(t - 2, offs - 1, r0, R, m)  # (i - 1, j - 1)
+            top = offs == 0
+            V = tl.load(tab + sl, mask=live, other=NEG)
+            Vl = tl.load(tab + sl1, mask=has_l, other=NEG)
+            Vu = tl.load(tab + tl.where(top, _top_slot(r0, j, n, m, BLOCK), sl1 - 1), mask=live, other=NEG)
+            Vd = tl.load(tab + tl.where(top, _top_slot(r0, j - 1, n, m, BLOCK), sl2), mask=has_l, other=NEG)
+            s = tl.load(srow + j - 1, mask=has_l, other=0.0)
+            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
+            if MODE == 1:
+                ld = _lse2(tl.zeros_like(Vd), Vd)
+            dterm = tl.where(has_l, s + ld, NEG)
+            uterm = tl.where(live, Vu - g, NEG)
+            lterm = tl.where(has_l, Vl - g, NEG)
+            pd = _ex(dterm, V)
+            pu = _ex(uterm, V)
+            pl = _ex(lterm, V)
+            tot = pd + pu + pl
+            tot = tl.where(tot > 0, tot, 1.0)
+            pd = pd / tot
+            pu = pu / tot
+            pl = pl / tot
+            below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0)
+            below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0)
+            q = f_left + f_down + f_dr + below
+            if MODE == 0:
+                q += tl.where(live & last_row & (j == m), gout, 0.0)
+            qd = q * pd  # the adjoint of the aligned-pair term
+            qu = q * pu
+            if MODE == 1:
+                qd += tl.where(has_l, gout * _ex(dterm, vv), 0.0)  # the end edge from M
+            elif MODE == 2:
+                e_node = _lse2(dterm, uterm)
+                e = tl.where(live & last_row, gout * _ex(e_node, vv), 0.0)
+                qd += e * _ex(dterm, e_node)
+                qu += e * _ex(uterm, e_node)
+            qd = tl.where(live, qd, 0.0)
+            qu = tl.where(live, qu, 0.0)
+            ql = tl.where(live, q * pl, 0.0)
+            tl.store(grow + j - 1, qd, mask=has_l)
+            if MODE == 1:
+                fd = qd * _ex(Vd, ld)  # the part of lse(0, Vd) that came from Vd
+            else:
+                fd = qd
+            gaps += qu + ql
+            if MODE == 0:  # flows into row 0 travel j gap positions along it
+                if k == 0:
+                    gaps += tl.where(top & live, j.to(tl.float32) * qu + (j - 1).to(tl.float32) * fd, 0.0)
+            tl.store(f_out + j, qu, mask=top & live)
+            tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
+            f_left = ql
+            f_dr = f_dr1
+            f_down = tl.gather(qu, idx_dn, 0)
+            f_dr1 = tl.gather(fd, idx_dn, 0)
+            f_down = tl.where(offs == BLOCK - 1, 0.0, f_down)
+            f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
+            t -= 1
+        tl.debug_barrier()
+        k -= 1
+    dg = -tl.sum(gaps, 0)
+    if MODE == 0:
+        if n == 0:  # the value is row 0's: m gap positions
+            dg = -gout * m.to(tl.float32)
+    tl.store(dg_ptr + b, dg)
+
+
+def block_for(N: int) -> int:
+    """Rows per strip: four variants keep compiles few (a strip's steps are R + m whatever
+    BLOCK is; a larger BLOCK only idles lanes)."""
+    return next(b for b in (32, 128, 512, MAX_BLOCK) if N <= b or b == MAX_BLOCK)
+
+
+def _warps(block: int) -> int:
+    return max(1, min(32, block // 32))
+
+
+def forward(scores, gap, q_lens, t_lens, mode: int, block=None):
+    """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B]."""
+    s = scores.float().contiguous()
+    B, N, M = s.shape
+    table = torch.empty((B, N + 1, 1, M + 1), dtype=torch.float32, device=s.device)
+    value = torch.empty(B, dtype=torch.float32, device=s.device)
+    if B:
+        blk = block or block_for(N)
+        soft_align_diag_fwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+                                         table[0].numel(), value, mode, BLOCK=blk, num_warps=_warps(blk))
+    return value, table
+
+
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None):
+    """(d scores [B, N, M], d gap [B]) times grad."""
+    s = scores.float().contiguous()
+    B, N, M = s.shape
+    gs = torch.zeros((B, N, M), dtype=torch.float32, device=s.device)
+    dg = torch.empty(B, dtype=torch.float32, device=s.device)
+    flows = torch.empty((B, 2, 2, M + 1), dtype=torch.float32, device=s.device)
+    if B:
+        blk = block or block_for(N)
+        soft_align_diag_bwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+                                         table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
+                                         gs, dg, flows, flows[0].numel(), mode, BLOCK=blk, num_warps=_warps(blk))
+    return gs, dg
