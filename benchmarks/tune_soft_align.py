@@ -39,13 +39,57 @@ def fwd_bwd(s, *gaps, mode):
     return v, g
 
 
+def kernel_variants(sizes, runs):
+    """The one-state kernels alone, by warps per program: forward and backward medians, registers."""
+    from torchalign_kernels import soft_align_diag as D
+
+    for size in sizes:
+        B, N, M = (int(x) for x in size.split("x"))
+        s = torch.randn(B, N, M, generator=torch.Generator().manual_seed(18)).cuda()
+        g = torch.ones(B, device="cuda")
+        n = torch.full((B,), N, device="cuda")
+        m = torch.full((B,), M, device="cuda")
+        blk = D.block_for(N)
+        for w in sorted({max(1, blk // 32 // d) for d in (1, 2, 4, 8)}, reverse=True):
+            f = timed(lambda: D.forward(s, g, n, m, 0, warps=w), runs)
+            v, tab = D.forward(s, g, n, m, 0, warps=w)
+            gr = torch.ones_like(v)
+            b = timed(lambda: D.backward(s, g, n, m, tab, v, gr, 0, warps=w), runs)
+            regs = [(k.n_regs, k.n_spills) for fn in (D.soft_align_diag_fwd_kernel, D.soft_align_diag_bwd_kernel)
+                    for k in list(fn.device_caches[0][0].values())[-1:]]
+            print(f"{size} BLOCK {blk} warps {w}: fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) bwd {b[0]:.3f} "
+                  f"({b[1]:.3f}..{b[2]:.3f}) ms; regs/spills fwd, bwd {regs}", flush=True)
+
+
+def long_pair():
+    """test_cuda_long_pairs' linear case: one-state (full table) against three-state (checkpoints)."""
+    s = torch.randn(1, 10_000, 7_000, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
+    out = []
+    for ck in ("auto", None):
+        x = s.clone().requires_grad_()
+        v = ta.soft_align(x, 1.0, None, mode="global", checkpoint=ck)
+        v.sum().backward()
+        out.append((v.detach().double(), x.grad.double()))
+    dv = ((out[0][0] - out[1][0]).abs() / out[1][0].abs()).max().item()
+    dg = (out[0][1] - out[1][1]).abs().max().item()
+    print(f"1 x 10,000 x 7,000 linear: one-state vs three-state checkpointed: value rel {dv:.2e} "
+          f"(values {out[1][0].item():.6f}, {out[0][0].item():.6f}), grad abs {dg:.2e}, "
+          f"P row sums max {out[1][1].sum(2).max().item():.6f}", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", default="64x512x512,256x128x128,8x2000x2000,4x10000x10000")
     ap.add_argument("--modes", default="global,local,semiglobal")
+    ap.add_argument("--kernels", default="", help="sizes for the warps-per-program sweep of the kernels alone")
+    ap.add_argument("--long", action="store_true", help="the 10,000 x 7,000 comparison")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__)
+    if args.kernels:
+        kernel_variants(args.kernels.split(","), args.runs)
+    if args.long:
+        long_pair()
     for size in args.sizes.split(","):
         B, N, M = (int(x) for x in size.split("x"))
         s = torch.randn(B, N, M, generator=torch.Generator().manual_seed(18)).cuda()

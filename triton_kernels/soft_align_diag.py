@@ -56,7 +56,7 @@ def _diag_base(t, R, m):
     """Slots before step t of a strip of R rows and columns 0..m (int64): the cells of
     the anti-diagonals 0..t-1, (t(t+1)/2 while the strip fills, R per step after) minus
     those past column m."""
-    t = t.to(tl.int64)
+    t = (m * 0 + t).to(tl.int64)  # (t may be a Python int)
     s1 = tl.where(t <= R, t * (t + 1) // 2, R * (R + 1) // 2 + (t - R) * R)
     u = tl.maximum(t - m - 1, 0)
     return s1 - u * (u + 1) // 2
@@ -66,6 +66,22 @@ def _diag_base(t, R, m):
 def _slot(t, l, r0, R, m):
     """The slot of lane l at step t of the strip of R rows below row r0."""
     return (r0 + 1).to(tl.int64) * (m + 1) + _diag_base(t, R, m) + l - tl.maximum(t - m, 0)
+
+
+@triton.jit
+def _slot_step(u, R, m):
+    """_slot(u + 1, l) - _slot(u, l): the cells of step u, less one once the strip passes column m."""
+    return (tl.minimum(u, R - 1) - tl.maximum(u - m, 0) + 1 - (u >= m).to(tl.int32)).to(tl.int64)
+
+
+@triton.jit
+def _top_step(r0, j, m, BLOCK: tl.constexpr):
+    """_top_slot(r0, j + 1) - _top_slot(r0, j)."""
+    if r0 == 0:
+        out = tl.full((), 1, tl.int64)
+    else:
+        out = _slot_step(j + BLOCK - 1, BLOCK, m)
+    return out
 
 
 @triton.jit
@@ -110,10 +126,11 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
-        up = tl.full((BLOCK,), NEG, tl.float32)  # V[i - 1, j] at this step (lane 0: the row above)
-        up = tl.where(offs == 0, tl.load(tab + _top_slot(r0, offs * 0, n, m, BLOCK), mask=offs == 0, other=NEG), up)
+        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 1), moved along each step
+        up = tl.where(offs == 0, tl.load(tab + ts), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
+        ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         t = 0
         T = R + m
         s_nxt = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
@@ -123,15 +140,16 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s = s_nxt
             jn = j + 1  # prefetch the next step's scores and the row above
             s_nxt = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
-            jt = offs * 0 + t + 1
-            top = tl.load(tab + _top_slot(r0, jt, n, m, BLOCK), mask=(offs == 0) & (jt <= m), other=NEG)
+            ts += _top_step(r0, t, m, BLOCK)
+            top = tl.load(tab + ts, mask=t + 1 <= m, other=NEG)
             if MODE == 1:
                 dterm = s + _lse2(tl.zeros_like(diag), diag)
             else:
                 dterm = s + diag
             dterm = tl.where(j >= 1, dterm, NEG)
             v = tl.where(live, _lse3(dterm, up - g, left - g), NEG)
-            tl.store(tab + _slot(t, offs, r0, R, m), v, mask=live)
+            tl.store(tab + ds + offs, v, mask=live)
+            ds += _slot_step(t, R, m)
             if MODE == 1:
                 acc = _lse2(acc, tl.where(live & (j >= 1), dterm, NEG))
             elif MODE == 2:
@@ -200,18 +218,22 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         f_dr1 = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j + 1): shifted last step, used next step
         f_dr = tl.zeros((BLOCK,), tl.float32)
         t = R + m - 1
-        while t >= 0:
+        top = offs == 0
+        p1 = _slot(t - 1, 0, r0, R, m)  # slot of lane 0 at step t - 1 (the others follow it)
+        tp = _top_slot(r0, t, n, m, BLOCK)  # slot of (r0, t)
+        j = t - offs
+        live = lane & (j >= 0) & (j <= m)
+        V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
+        Vu = tl.load(tab + tl.where(top, tp, p1 + offs - 1), mask=live, other=NEG)  # (i - 1, j)
+        while t >= 0:  # V and Vu carried from the step before: two loads a step
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
             has_l = live & (j >= 1)
-            sl = _slot(t, offs, r0, R, m)
-            sl1 = _slot(t - 1, offs, r0, R, m)  # (i, j - 1); minus one lane: (i - 1, j)
-            sl2 = _slot(t - 2, offs - 1, r0, R, m)  # (i - 1, j - 1)
-            top = offs == 0
-            V = tl.load(tab + sl, mask=live, other=NEG)
-            Vl = tl.load(tab + sl1, mask=has_l, other=NEG)
-            Vu = tl.load(tab + tl.where(top, _top_slot(r0, j, n, m, BLOCK), sl1 - 1), mask=live, other=NEG)
-            Vd = tl.load(tab + tl.where(top, _top_slot(r0, j - 1, n, m, BLOCK), sl2), mask=has_l, other=NEG)
+            p2 = p1 - _slot_step(t - 2, R, m)
+            tp -= _top_step(r0, t - 1, m, BLOCK)  # (r0, t - 1)
+            nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (the next step's V and Vu)
+            Vl = tl.load(tab + p1 + offs, mask=nxt, other=NEG)  # (i, j - 1)
+            Vd = tl.load(tab + tl.where(top, tp, p2 + offs - 1), mask=nxt, other=NEG)  # (i - 1, j - 1)
             s = tl.load(srow + j - 1, mask=has_l, other=0.0)
             ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
             if MODE == 1:
@@ -261,6 +283,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             f_dr1 = tl.gather(fd, idx_dn, 0)
             f_down = tl.where(offs == BLOCK - 1, 0.0, f_down)
             f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
+            V = Vl
+            Vu = Vd
+            p1 = p2
             t -= 1
         tl.debug_barrier()
         k -= 1
@@ -281,7 +306,7 @@ def _warps(block: int) -> int:
     return max(1, min(32, block // 32))
 
 
-def forward(scores, gap, q_lens, t_lens, mode: int, block=None):
+def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None):
     """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B]."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -290,11 +315,11 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None):
     if B:
         blk = block or block_for(N)
         soft_align_diag_fwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
-                                         table[0].numel(), value, mode, BLOCK=blk, num_warps=_warps(blk))
+                                         table[0].numel(), value, mode, BLOCK=blk, num_warps=warps or _warps(blk))
     return value, table
 
 
-def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None):
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None):
     """(d scores [B, N, M], d gap [B]) times grad."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -305,5 +330,5 @@ def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=N
         blk = block or block_for(N)
         soft_align_diag_bwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
-                                         gs, dg, flows, flows[0].numel(), mode, BLOCK=blk, num_warps=_warps(blk))
+                                         gs, dg, flows, flows[0].numel(), mode, BLOCK=blk, num_warps=warps or _warps(blk))
     return gs, dg
