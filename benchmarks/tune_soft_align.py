@@ -80,6 +80,31 @@ def long_pair():
           f"P row sums max {out[1][1].sum(2).max().item():.6f}", flush=True)
 
 
+def profile_host():
+    """Where the host time of forward + backward goes at 256 x 128^2 (the GPU work is ~0.4 ms)."""
+    import cProfile
+    import pstats
+    import time
+
+    s = torch.randn(256, 128, 128, device="cuda")
+    for _ in range(3):
+        fwd_bwd(s, 1.0, mode="global")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(20):
+        fwd_bwd(s, 1.0, mode="global")
+    host = (time.perf_counter() - t0) / 20 * 1e3
+    torch.cuda.synchronize()
+    print(f"host time per forward + backward (no sync): {host:.3f} ms")
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(20):
+        fwd_bwd(s, 1.0, mode="global")
+    pr.disable()
+    torch.cuda.synchronize()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(18)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -87,12 +112,15 @@ def main():
     ap.add_argument("--modes", default="global,local,semiglobal")
     ap.add_argument("--kernels", default="", help="sizes for the warps-per-program sweep of the kernels alone")
     ap.add_argument("--long", action="store_true", help="the 10,000 x 7,000 comparison")
+    ap.add_argument("--profile", action="store_true", help="a host profile of forward + backward")
     args = ap.parse_args()
     print(torch.cuda.get_device_name(), torch.__version__)
     if args.kernels:
         kernel_variants(args.kernels.split(","), args.runs)
     if args.long:
         long_pair()
+    if args.profile:
+        profile_host()
     for size in args.sizes.split(","):
         B, N, M = (int(x) for x in size.split("x"))
         s = torch.randn(B, N, M, generator=torch.Generator().manual_seed(18)).cuda()

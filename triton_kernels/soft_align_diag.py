@@ -126,22 +126,27 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
-        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 1), moved along each step
+        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
         up = tl.where(offs == 0, tl.load(tab + ts), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
+        ts += _top_step(r0, 0, m, BLOCK)
+        top = tl.load(tab + ts, mask=1 <= m, other=NEG)  # lane 0's up at the next step
+        ts += _top_step(r0, 1, m, BLOCK)
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
+        s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
         t = 0
         T = R + m
-        s_nxt = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
-        while t < T:
+        while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
-            s = s_nxt
-            jn = j + 1  # prefetch the next step's scores and the row above
-            s_nxt = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
-            ts += _top_step(r0, t, m, BLOCK)
-            top = tl.load(tab + ts, mask=t + 1 <= m, other=NEG)
+            s = s_c
+            s_c = s_n
+            jn = j + 2
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG)
+            ts += _top_step(r0, t + 2, m, BLOCK)
             if MODE == 1:
                 dterm = s + _lse2(tl.zeros_like(diag), diag)
             else:
@@ -157,6 +162,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             diag = up
             left = v
             up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))
+            top = top_n
             t += 1
         tl.debug_barrier()  # the strip's last row is the next strip's row above
         r0 += BLOCK
@@ -178,6 +184,21 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             if n == 0:
                 value = tl.zeros_like(value)
     tl.store(value_ptr + b, value)
+
+
+@triton.jit
+def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m):
+    """What step u of the backward sweep reads besides V and Vu (the step before's): V at
+    (i, j - 1) and (i - 1, j - 1), the score s[i, j], and in the strip's last lane the flows
+    from the strip below. q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq: (r0, u - 1)."""
+    j = u - offs
+    nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
+    Vl = tl.load(tab + q1 + offs, mask=nxt, other=NEG)
+    Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=NEG)
+    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
+    below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0)
+    below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0)
+    return Vl, Vd, s, below
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b'])
@@ -219,22 +240,23 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         f_dr = tl.zeros((BLOCK,), tl.float32)
         t = R + m - 1
         top = offs == 0
-        p1 = _slot(t - 1, 0, r0, R, m)  # slot of lane 0 at step t - 1 (the others follow it)
-        tp = _top_slot(r0, t, n, m, BLOCK)  # slot of (r0, t)
+        q1 = _slot(t - 1, 0, r0, R, m)  # slots of lane 0 at steps u - 1 and u - 2 (the others follow it)
+        q2 = q1 - _slot_step(t - 2, R, m)
+        tq = _top_slot(r0, t - 1, n, m, BLOCK)  # slot of (r0, u - 1)
         j = t - offs
         live = lane & (j >= 0) & (j <= m)
         V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
-        Vu = tl.load(tab + tl.where(top, tp, p1 + offs - 1), mask=live, other=NEG)  # (i - 1, j)
-        while t >= 0:  # V and Vu carried from the step before: two loads a step
+        Vu = tl.load(tab + tl.where(top, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1), mask=live,
+                     other=NEG)  # (i - 1, j)
+        Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m)
+        while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
+            q1 = q2
+            q2 -= _slot_step(t - 3, R, m)
+            tq -= _top_step(r0, t - 2, m, BLOCK)
+            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m)
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
             has_l = live & (j >= 1)
-            p2 = p1 - _slot_step(t - 2, R, m)
-            tp -= _top_step(r0, t - 1, m, BLOCK)  # (r0, t - 1)
-            nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (the next step's V and Vu)
-            Vl = tl.load(tab + p1 + offs, mask=nxt, other=NEG)  # (i, j - 1)
-            Vd = tl.load(tab + tl.where(top, tp, p2 + offs - 1), mask=nxt, other=NEG)  # (i - 1, j - 1)
-            s = tl.load(srow + j - 1, mask=has_l, other=0.0)
             ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
             if MODE == 1:
                 ld = _lse2(tl.zeros_like(Vd), Vd)
@@ -249,8 +271,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             pd = pd / tot
             pu = pu / tot
             pl = pl / tot
-            below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0)
-            below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0)
             q = f_left + f_down + f_dr + below
             if MODE == 0:
                 q += tl.where(live & last_row & (j == m), gout, 0.0)
@@ -285,7 +305,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
             V = Vl
             Vu = Vd
-            p1 = p2
+            Vl = Vl_n
+            Vd = Vd_n
+            s = s_n
+            below = below_n
             t -= 1
         tl.debug_barrier()
         k -= 1
