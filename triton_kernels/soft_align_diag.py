@@ -27,6 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .spin import GAVE_UP, wait_until
+
 NEG = tl.constexpr(float("-inf"))
 MAX_BLOCK = 1024  # rows per strip (one per thread at 32 warps)
 
@@ -94,42 +96,61 @@ def _top_slot(r0, j, n, m, BLOCK: tl.constexpr):
     return out
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b'])
-def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, MODE,
-                               BLOCK: tl.constexpr):
-    """Program b: pair b's table of V and its value (MODE 0 global, 1 local, 2 semiglobal)."""
-    b = tl.program_id(0).to(tl.int64)
+@triton.jit
+def _wait(flag, target, seen):
+    """spin.wait_until once ``target`` passes what was ``seen``; GAVE_UP stays GAVE_UP."""
+    if (target > seen) & (seen != GAVE_UP):
+        seen = wait_until(flag, target)
+    return seen
+
+
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'B', 'S'])
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sync_ptr, B, S,
+                               MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
+    table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
+    semiglobal), combined by the caller. Strip k reads strip k - 1's last row as it is
+    written (its progress counter, sync[2 + b S + k - 1]: columns done)."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     offs = tl.arange(0, BLOCK)
-    # row 0: global charges leading gaps; semiglobal starts anywhere (0); local has no row 0
-    j0 = 0
-    while j0 <= m:
-        j = j0 + offs
-        if MODE == 0:
-            v0 = -j.to(tl.float32) * g
-        elif MODE == 2:
-            v0 = tl.zeros((BLOCK,), tl.float32)
-        else:
-            v0 = tl.full((BLOCK,), NEG, tl.float32)
-        tl.store(tab + j, v0, mask=j <= m)
-        j0 += BLOCK
-    tl.debug_barrier()
+    flag_in = sync_ptr + 2 + b * S + k - 1
+    flag_out = flag_in + 1
+    seen = 0
+    if k == 0:  # row 0: global charges leading gaps; semiglobal starts anywhere (0); local has none
+        j0 = 0
+        while j0 <= m:
+            j = j0 + offs
+            if MODE == 0:
+                v0 = -j.to(tl.float32) * g
+            elif MODE == 2:
+                v0 = tl.zeros((BLOCK,), tl.float32)
+            else:
+                v0 = tl.full((BLOCK,), NEG, tl.float32)
+            tl.store(tab + j, v0, mask=j <= m)
+            j0 += BLOCK
+        tl.debug_barrier()
+        seen = m + 1
     acc = tl.full((BLOCK,), NEG, tl.float32)  # local / semiglobal: the end terms, per lane
     idx_up = tl.maximum(offs - 1, 0)
-    r0 = 0
-    while r0 < n:
+    r0 = k * BLOCK
+    if r0 < n:
         R = tl.minimum(n - r0, BLOCK)
+        publish = r0 + R < n  # a strip below reads this one's last row
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
         ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
-        up = tl.where(offs == 0, tl.load(tab + ts), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
+        seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
+        up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
         ts += _top_step(r0, 0, m, BLOCK)
-        top = tl.load(tab + ts, mask=1 <= m, other=NEG)  # lane 0's up at the next step
+        top = tl.load(tab + ts, mask=1 <= m, other=NEG, cache_modifier=".cg")  # lane 0's up at the next step
         ts += _top_step(r0, 1, m, BLOCK)
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
@@ -145,7 +166,9 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s_c = s_n
             jn = j + 2
             s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
-            top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG)
+            if t + 2 <= m:
+                seen = _wait(flag_in, t + 3, seen)
+            top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
             ts += _top_step(r0, t + 2, m, BLOCK)
             if MODE == 1:
                 dterm = s + _lse2(tl.zeros_like(diag), diag)
@@ -161,29 +184,34 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g), NEG))
             diag = up
             left = v
-            up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))
+            up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))  # (a barrier: the row's stores are done)
             top = top_n
+            if publish:
+                done = t - R + 2  # columns of the last row written
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m + 1)):
+                    tl.atomic_xchg(flag_out, done, sem="release")
             t += 1
-        tl.debug_barrier()  # the strip's last row is the next strip's row above
-        r0 += BLOCK
+        tl.debug_barrier()
+    last = (r0 < n) & (n <= r0 + BLOCK)
     if MODE == 0:
         if n == 0:
             value = tl.load(tab + m)
+        elif last:
+            value = tl.load(tab + _slot(m + n - 1 - r0, n - 1 - r0, r0, n - r0, m))
         else:
-            rl = ((n - 1) // BLOCK) * BLOCK
-            value = tl.load(tab + _slot(m + n - 1 - rl, n - 1 - rl, rl, n - rl, m))
+            value = tl.full((), NEG, tl.float32)
     else:
         mx = tl.max(acc, 0)
-        if MODE == 1:
-            mx = tl.maximum(mx, 0.0)  # the empty alignment
-            tot = tl.sum(tl.exp(acc - mx), 0) + tl.exp(-mx)
-        else:
-            tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
+        tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
         value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
         if MODE == 2:
             if n == 0:
                 value = tl.zeros_like(value)
-    tl.store(value_ptr + b, value)
+    if (k > 0) & (r0 >= n):
+        value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
+    if seen == GAVE_UP:
+        value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
+    tl.store(part_ptr + b * S + k, value)
 
 
 @triton.jit
@@ -196,18 +224,24 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m):
     Vl = tl.load(tab + q1 + offs, mask=nxt, other=NEG)
     Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=NEG)
     s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
-    below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0)
-    below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0)
+    below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
+    below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
 def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr,
-                               gs_ptr, dg_ptr, f_ptr, f_b, MODE, BLOCK: tl.constexpr):
-    """Program b: the adjoints Q = d value / d V from the last anti-diagonal to the first;
-    gs[i - 1, j - 1] = the adjoint of the aligned-pair term (the expected alignment times
-    grad), dg = - grad times the expected number of gap positions."""
-    b = tl.program_id(0).to(tl.int64)
+                               gs_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, MODE, BLOCK: tl.constexpr,
+                               HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
+    of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
+    adjoint of the aligned-pair term (the expected alignment times grad), dg[b, k] = - grad
+    times the strip's expected number of gap positions. Flows into the strip's top row go
+    to f[b, k] (two rows: down, down-right), which strip k - 1 reads as they are written
+    (progress counter sync[2 + b S + k]: columns done from the right)."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = S - 1 - ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
@@ -216,22 +250,23 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     sp = s_ptr + b * s_b
     gp = gs_ptr + b * s_b
     tab = tab_ptr + b * tab_b
-    fb = f_ptr + b * f_b  # [2 parities, 2 (down, down-right), m + 1]: flows into a strip's top row
     offs = tl.arange(0, BLOCK)
     idx_dn = tl.minimum(offs + 1, BLOCK - 1)
     gaps = tl.zeros((BLOCK,), tl.float32)  # the flow through gap edges, per lane
     vv = tl.zeros((BLOCK,), tl.float32) + value
-    n_strips = (n + BLOCK - 1) // BLOCK
-    k = n_strips - 1
-    while k >= 0:
-        r0 = k * BLOCK
+    flag_out = sync_ptr + 2 + b * S + k
+    flag_in = flag_out + 1
+    seen = 0
+    r0 = k * BLOCK
+    if r0 < n:
         R = tl.minimum(n - r0, BLOCK)
+        below_too = r0 + R < n  # a strip below hands its flows up
         lane = offs < R
         i = r0 + 1 + offs
         last_row = i == n
         bottom = (offs == R - 1) & (i < n)  # the strip's last lane takes flows from the strip below
-        f_in = fb + ((k + 1) % 2).to(tl.int64) * 2 * (m + 1)
-        f_out = fb + (k % 2).to(tl.int64) * 2 * (m + 1)
+        f_out = f_ptr + b * f_b + k.to(tl.int64) * 2 * (m + 1)
+        f_in = f_out + 2 * (m + 1)
         srow = sp + (r0 + offs).to(tl.int64) * s_i
         grow = gp + (r0 + offs).to(tl.int64) * s_i
         f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
@@ -248,11 +283,15 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
         Vu = tl.load(tab + tl.where(top, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1), mask=live,
                      other=NEG)  # (i - 1, j)
+        if below_too:
+            seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
         Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m)
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
             q1 = q2
             q2 -= _slot_step(t - 3, R, m)
             tq -= _top_step(r0, t - 2, m, BLOCK)
+            if below_too & (t - R >= 0):  # the flows into the last row at column t - R
+                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - R)), seen)
             Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m)
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
@@ -293,7 +332,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 fd = qd
             gaps += qu + ql
             if MODE == 0:  # flows into row 0 travel j gap positions along it
-                if k == 0:
+                if r0 == 0:
                     gaps += tl.where(top & live, j.to(tl.float32) * qu + (j - 1).to(tl.float32) * fd, 0.0)
             tl.store(f_out + j, qu, mask=top & live)
             tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
@@ -303,6 +342,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             f_dr1 = tl.gather(fd, idx_dn, 0)
             f_down = tl.where(offs == BLOCK - 1, 0.0, f_down)
             f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
+            if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
+                done = m + 1 - t
+                if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
+                    tl.atomic_xchg(flag_out, done, sem="release")
             V = Vl
             Vu = Vd
             Vl = Vl_n
@@ -310,19 +353,28 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s = s_n
             below = below_n
             t -= 1
-        tl.debug_barrier()
-        k -= 1
+        if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
+            jj = 0
+            while jj < m:
+                tl.store(grow + jj, float("nan"), mask=lane)
+                jj += 1
     dg = -tl.sum(gaps, 0)
     if MODE == 0:
-        if n == 0:  # the value is row 0's: m gap positions
+        if (n == 0) & (k == 0):  # the value is row 0's: m gap positions
             dg = -gout * m.to(tl.float32)
-    tl.store(dg_ptr + b, dg)
+    if seen == GAVE_UP:
+        dg = float("nan")
+    tl.store(dg_ptr + b * S + k, dg)
+
+
+HAND_OFF = 8  # a strip publishes its progress every HAND_OFF columns
 
 
 def block_for(N: int) -> int:
-    """Rows per strip: four variants keep compiles few (a strip's steps are R + m whatever
-    BLOCK is; a larger BLOCK only idles lanes)."""
-    return next(b for b in (32, 128, 512, MAX_BLOCK) if N <= b or b == MAX_BLOCK)
+    """Rows per strip (and program): 128 (four warps) past 32 rows. Strips of a pair run as a
+    wavefront on several SMs; a step of a strip costs ~ its lanes' instructions (the kernels
+    are issue-bound), and a strip's steps are R + m whatever BLOCK is."""
+    return 32 if N <= 32 else 128
 
 
 def _warps(block: int) -> int:
@@ -334,12 +386,17 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None):
     s = scores.float().contiguous()
     B, N, M = s.shape
     table = torch.empty((B, N + 1, 1, M + 1), dtype=torch.float32, device=s.device)
-    value = torch.empty(B, dtype=torch.float32, device=s.device)
-    if B:
-        blk = block or block_for(N)
-        soft_align_diag_fwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
-                                         table[0].numel(), value, mode, BLOCK=blk, num_warps=warps or _warps(blk))
-    return value, table
+    if not B:
+        return s.new_empty(0), table
+    blk = block or block_for(N)
+    S = max(1, triton.cdiv(N, blk))
+    part = s.new_empty(B, S)
+    sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
+    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+                                         table[0].numel(), part, sync, B, S, mode, BLOCK=blk,
+                                         HAND_OFF=HAND_OFF, num_warps=warps or _warps(blk))
+    value = torch.logsumexp(part, 1)
+    return (torch.logaddexp(value, torch.zeros_like(value)) if mode == 1 else value), table  # local: + the empty one
 
 
 def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None):
@@ -347,11 +404,15 @@ def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=N
     s = scores.float().contiguous()
     B, N, M = s.shape
     gs = torch.zeros((B, N, M), dtype=torch.float32, device=s.device)
-    dg = torch.empty(B, dtype=torch.float32, device=s.device)
-    flows = torch.empty((B, 2, 2, M + 1), dtype=torch.float32, device=s.device)
-    if B:
-        blk = block or block_for(N)
-        soft_align_diag_bwd_kernel[(B,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+    if not B:
+        return gs, s.new_empty(0)
+    blk = block or block_for(N)
+    S = max(1, triton.cdiv(N, blk))
+    dg = s.new_empty(B, S)
+    flows = s.new_empty(B, S, 2, M + 1)
+    sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
+    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
-                                         gs, dg, flows, flows[0].numel(), mode, BLOCK=blk, num_warps=warps or _warps(blk))
-    return gs, dg
+                                         gs, dg, flows, flows[0].numel(), sync, B, S, mode, BLOCK=blk,
+                                         HAND_OFF=HAND_OFF, num_warps=warps or _warps(blk))
+    return gs, dg.sum(1)
