@@ -13,7 +13,7 @@ node's three edge probabilities from the stored values and normalises them per n
 (a row scan's separately rounded values do not sum to one over long gap runs:
 benchmarks/NOTES.md).
 
-The table: V of every cell, (n + 1)(m + 1) float32 per pair. Row 0 at slots 0..m, then
+The table: V of every cell in log2 units (V log2(e)), (n + 1)(m + 1) float32 per pair. Row 0 at slots 0..m, then
 each strip's cells in anti-diagonal order (``_diag_base``), so a step's loads and stores
 are contiguous across lanes. Backward: adjoints Q from the last step to the first; a
 cell's Q is the sum of the flows from its successors (right: the lane's own last step;
@@ -23,6 +23,8 @@ flows into row 0 and into a strip's top row are handed over through a buffer.
 Pure: imports only torch and triton.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -30,27 +32,53 @@ import triton.language as tl
 from .spin import GAVE_UP, wait_until
 
 NEG = tl.constexpr(float("-inf"))
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
+# On a GPU, 2^x and log2 are one MUFU instruction each (ex2/lg2.approx: relative error ~2^-22,
+# against tl.exp2's denormal guard and tl.log2's ~25-instruction polynomial). The
+# interpreter runs no PTX: tl.exp2 / tl.log2.
+FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
+
+
+@triton.jit
+def _exp2(x):
+    if FAST_MATH:
+        return tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.exp2(x)
+
+
+@triton.jit
+def _log2(x):
+    if FAST_MATH:
+        return tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                         is_pure=True, pack=1)
+    else:
+        return tl.log2(x)
 MAX_BLOCK = 1024  # rows per strip (one per thread at 32 warps)
 
 
 @triton.jit
 def _lse2(a, b):
+    """log2(2^a + 2^b): values are held in log2 units (x log2(e)), so that every exponential
+    and logarithm is one MUFU instruction (tl.log is a polynomial of ~20)."""
     m = tl.maximum(a, b)
     d = tl.minimum(a, b) - m
-    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
+    return tl.where(m == NEG, NEG, m + _log2(1.0 + _exp2(d)))
 
 
 @triton.jit
 def _lse3(a, b, c):
     m = tl.maximum(tl.maximum(a, b), c)
     ms = tl.where(m == NEG, 0.0, m)
-    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms) + tl.exp(c - ms)))
+    return tl.where(m == NEG, NEG, ms + _log2(_exp2(a - ms) + _exp2(b - ms) + _exp2(c - ms)))
 
 
 @triton.jit
 def _ex(x, v):
-    """exp(x - v), 0 where v = -inf (an unreachable node)."""
-    return tl.where(v == NEG, 0.0, tl.exp(x - tl.where(v == NEG, 0.0, v)))
+    """2^(x - v), 0 where v = -inf (an unreachable node)."""
+    return tl.where(v == NEG, 0.0, _exp2(x - tl.where(v == NEG, 0.0, v)))
 
 
 @triton.jit
@@ -116,7 +144,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     k = ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
-    g = tl.load(g_ptr + b)
+    g = tl.load(g_ptr + b) * LOG2E
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     offs = tl.arange(0, BLOCK)
@@ -156,7 +184,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         left = tl.full((BLOCK,), NEG, tl.float32)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
-        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) * LOG2E
         t = 0
         T = R + m
         while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
@@ -165,7 +193,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s = s_c
             s_c = s_n
             jn = j + 2
-            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) * LOG2E
             if t + 2 <= m:
                 seen = _wait(flag_in, t + 3, seen)
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
@@ -203,7 +231,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     else:
         mx = tl.max(acc, 0)
         tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
-        value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
+        value = tl.where(mx == NEG, NEG, mx + _log2(tot))
         if MODE == 2:
             if n == 0:
                 value = tl.zeros_like(value)
@@ -211,7 +239,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
-    tl.store(part_ptr + b * S + k, value)
+    tl.store(part_ptr + b * S + k, value * LN2)
 
 
 @triton.jit
@@ -223,7 +251,7 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m):
     nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
     Vl = tl.load(tab + q1 + offs, mask=nxt, other=NEG)
     Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=NEG)
-    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
+    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) * LOG2E
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
@@ -244,8 +272,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     k = S - 1 - ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
-    g = tl.load(g_ptr + b)
-    value = tl.load(value_ptr + b)
+    g = tl.load(g_ptr + b) * LOG2E  # (the table is in log2 units)
+    value = tl.load(value_ptr + b) * LOG2E
     gout = tl.load(grad_ptr + b)
     sp = s_ptr + b * s_b
     gp = gs_ptr + b * s_b
@@ -381,7 +409,7 @@ def _warps(block: int) -> int:
     return max(1, min(32, block // 32))
 
 
-def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None):
+def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand_off=HAND_OFF):
     """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B]."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -394,12 +422,12 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None):
     sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
     soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
                                          table[0].numel(), part, sync, B, S, mode, BLOCK=blk,
-                                         HAND_OFF=HAND_OFF, num_warps=warps or _warps(blk))
+                                         HAND_OFF=hand_off, num_warps=warps or _warps(blk))
     value = torch.logsumexp(part, 1)
     return (torch.logaddexp(value, torch.zeros_like(value)) if mode == 1 else value), table  # local: + the empty one
 
 
-def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None):
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF):
     """(d scores [B, N, M], d gap [B]) times grad."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -414,5 +442,5 @@ def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=N
     soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
                                          gs, dg, flows, flows[0].numel(), sync, B, S, mode, BLOCK=blk,
-                                         HAND_OFF=HAND_OFF, num_warps=warps or _warps(blk))
+                                         HAND_OFF=hand_off, num_warps=warps or _warps(blk))
     return gs, dg.sum(1)
