@@ -49,12 +49,11 @@ def kernel_variants(sizes, runs):
         g = torch.ones(B, device="cuda")
         n = torch.full((B,), N, device="cuda")
         m = torch.full((B,), M, device="cuda")
-        blk = D.block_for(N)
-        for w, h in ((4, 8), (4, 16), (4, 32), (2, 8)):
-            f = timed(lambda: D.forward(s, g, n, m, 0, warps=w, hand_off=h), runs)
-            v, tab = D.forward(s, g, n, m, 0, warps=w, hand_off=h)
+        for blk, w, h in ((128, 4, 8), (128, 4, 16), (64, 2, 16), (32, 1, 8), (32, 1, 16)):
+            f = timed(lambda: D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h), runs)
+            v, tab = D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h)
             gr = torch.ones_like(v)
-            b = timed(lambda: D.backward(s, g, n, m, tab, v, gr, 0, warps=w, hand_off=h), runs)
+            b = timed(lambda: D.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w, hand_off=h), runs)
             try:
                 regs = [(k.n_regs, k.n_spills) for fn in (D.soft_align_diag_fwd_kernel, D.soft_align_diag_bwd_kernel)
                         for k in list(fn.device_caches[0][0].values())[-1:]]

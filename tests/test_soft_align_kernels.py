@@ -188,7 +188,11 @@ def test_cuda_long_pairs():
     """No length limit: 8 pairs of 10,000 x 10,000 (the saved table, 2.4 G floats, indexes
     past 2^31; ~17 GB in all) and 10,000 x 7,000 with linear gaps; full and checkpointed
     state give the same numbers, and the gradient is a distribution (each query residue
-    aligned at most once)."""
+    aligned at most once). Affine: the same three-state kernel either way, so the same
+    arithmetic (rel 1e-6, abs 1e-5). Linear: the full state runs the one-state
+    anti-diagonal kernel and the checkpoints the three-state row kernel, two float32
+    roundings of one sum (rel 3.7e-6 apart at 10,000 x 7,000): the issue's bar against
+    float64, rel 1e-5 and abs 1e-3."""
     g = torch.Generator(device="cuda").manual_seed(0)
     for B, N, M, extend in ((8, 10_000, 10_000, 0.25), (1, 10_000, 7_000, None)):
         s = torch.randn(B, N, M, device="cuda", generator=g)
@@ -199,8 +203,9 @@ def test_cuda_long_pairs():
             v.sum().backward()
             out.append((v.detach(), x.grad))
             del x, v
-        torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=0)
-        torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=1e-5)
+        rtol, atol = (1e-6, 1e-5) if extend is not None else (1e-5, 1e-3)
+        torch.testing.assert_close(out[0][0], out[1][0], rtol=rtol, atol=0)
+        torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=atol)
         P = out[0][1]
         assert torch.isfinite(P).all() and (P >= 0).all() and (P.sum(2) <= 1 + 1e-3).all()
         del out, P, s
