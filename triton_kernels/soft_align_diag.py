@@ -13,7 +13,7 @@ node's three edge probabilities from the stored values and normalises them per n
 (a row scan's separately rounded values do not sum to one over long gap runs:
 benchmarks/NOTES.md).
 
-The table: V of every cell in log2 units (V log2(e)), (n + 1)(m + 1) float32 per pair. Row 0 at slots 0..m, then
+The table: V of every cell, (n + 1)(m + 1) float32 per pair. Row 0 at slots 0..m, then
 each strip's cells in anti-diagonal order (``_diag_base``), so a step's loads and stores
 are contiguous across lanes. Backward: adjoints Q from the last step to the first; a
 cell's Q is the sum of the flows from its successors (right: the lane's own last step;
@@ -30,31 +30,30 @@ import triton.language as tl
 from .spin import GAVE_UP, wait_until
 
 NEG = tl.constexpr(float("-inf"))
-LOG2E = tl.constexpr(1.4426950408889634)
-LN2 = tl.constexpr(0.6931471805599453)
+MAX_BLOCK = 1024  # rows per strip (one per thread at 32 warps)
 
 
 @triton.jit
 def _lse2(a, b):
-    """log2(2^a + 2^b): values are held in log2 units (x log2(e)), as soft_dtw's. (ex2/lg2.approx
-    in place of tl.exp2 / tl.log2 saved ~10% of the forward and raised the value's error
-    against float64 from 4e-7 to 3e-6: benchmarks/NOTES.md.)"""
+    """log(e^a + e^b). (Values in log2 units with tl.exp2 / tl.log2, as soft_dtw's, were no
+    faster here and raised the value's error against float64 from 4e-7 to 3e-6; ex2 / lg2
+    .approx saved ~10% of the forward at the same error: benchmarks/NOTES.md.)"""
     m = tl.maximum(a, b)
     d = tl.minimum(a, b) - m
-    return tl.where(m == NEG, NEG, m + tl.log2(1.0 + tl.exp2(d)))
+    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
 
 
 @triton.jit
 def _lse3(a, b, c):
     m = tl.maximum(tl.maximum(a, b), c)
     ms = tl.where(m == NEG, 0.0, m)
-    return tl.where(m == NEG, NEG, ms + tl.log2(tl.exp2(a - ms) + tl.exp2(b - ms) + tl.exp2(c - ms)))
+    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms) + tl.exp(c - ms)))
 
 
 @triton.jit
 def _ex(x, v):
-    """2^(x - v), 0 where v = -inf (an unreachable node)."""
-    return tl.where(v == NEG, 0.0, tl.exp2(x - tl.where(v == NEG, 0.0, v)))
+    """exp(x - v), 0 where v = -inf (an unreachable node)."""
+    return tl.where(v == NEG, 0.0, tl.exp(x - tl.where(v == NEG, 0.0, v)))
 
 
 @triton.jit
@@ -120,7 +119,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     k = ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
-    g = tl.load(g_ptr + b) * LOG2E
+    g = tl.load(g_ptr + b)
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     offs = tl.arange(0, BLOCK)
@@ -160,7 +159,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         left = tl.full((BLOCK,), NEG, tl.float32)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
-        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) * LOG2E
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
         t = 0
         T = R + m
         while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
@@ -169,7 +168,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s = s_c
             s_c = s_n
             jn = j + 2
-            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) * LOG2E
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
             if t + 2 <= m:
                 seen = _wait(flag_in, t + 3, seen)
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
@@ -207,7 +206,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     else:
         mx = tl.max(acc, 0)
         tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
-        value = tl.where(mx == NEG, NEG, mx + tl.log2(tot))
+        value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
         if MODE == 2:
             if n == 0:
                 value = tl.zeros_like(value)
@@ -215,7 +214,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
-    tl.store(part_ptr + b * S + k, value * LN2)
+    tl.store(part_ptr + b * S + k, value)
 
 
 @triton.jit
@@ -227,7 +226,7 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m):
     nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
     Vl = tl.load(tab + q1 + offs, mask=nxt, other=NEG)
     Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=NEG)
-    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) * LOG2E
+    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
@@ -248,8 +247,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     k = S - 1 - ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
-    g = tl.load(g_ptr + b) * LOG2E  # (the table is in log2 units)
-    value = tl.load(value_ptr + b) * LOG2E
+    g = tl.load(g_ptr + b)
+    value = tl.load(value_ptr + b)
     gout = tl.load(grad_ptr + b)
     sp = s_ptr + b * s_b
     gp = gs_ptr + b * s_b
