@@ -176,11 +176,12 @@ def soft_align(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode: str
     for the gaps minus the expected gap counts; for the temperature (value - expected
     score) / T, the entropy of the alignment distribution), and the backward is itself
     differentiable. ``checkpoint``: None keeps the state values of every cell for the
-    backward sweep (float32: 12 B per cell, three states, linear gaps too); an int K
-    keeps every K-th row and recomputes the rows between (one more forward sweep inside
-    the backward, 1/K of the memory plus one segment of K rows); "auto" takes K =
-    sqrt(N + 1). The Hessian-vector product (a loss on soft_alignment's P) holds full
-    tables whatever K.
+    backward sweep (float32 on a GPU: 4 B per cell for linear gaps of one value per pair,
+    one state swept by anti-diagonals, the fastest path; 12 B per cell, three states,
+    otherwise); an int K keeps every K-th row and recomputes the rows between (three
+    states; one more forward sweep inside the backward, 1/K of the memory plus one
+    segment of K rows); "auto" takes K = sqrt(N + 1). The Hessian-vector product (a loss
+    on soft_alignment's P) holds full three-state tables whatever K.
 
     Recurrences, borders and how they map to other tools' conventions: the module
     docstring of torchalign.soft_align.
