@@ -203,20 +203,20 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         # ahead: a value rotated from register to register each step (s = s_next) would
         # wait there for its load, and so for memory every step (measured: the scores'
         # loads were a third of the forward).
-        s_a = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
-        s_b = _scores(srow, r0 * 0 + 1, offs, lane, m)
+        sc_a = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
+        sc_b = _scores(srow, r0 * 0 + 1, offs, lane, m)
         top_a, ts, seen = _top(tab, ts, r0 * 0 + 1, r0, m, flag_in, seen, BLOCK)  # lane 0's next up: (r0, t + 1)
         top_b, ts, seen = _top(tab, ts, r0 * 0 + 2, r0, m, flag_in, seen, BLOCK)
         t = 0
         T = R + m
         while t < T:  # (a step past T - 1 finds no live lane)
-            up, diag, left, acc, ds = _fwd_step(t, s_a, up, diag, left, top_a, acc, ds, tab, offs, lane, last_row,
+            up, diag, left, acc, ds = _fwd_step(t, sc_a, up, diag, left, top_a, acc, ds, tab, offs, lane, last_row,
                                                 g, R, m, idx_up, flag_out, publish, MODE, HAND_OFF)
-            s_a = _scores(srow, t + 2, offs, lane, m)
+            sc_a = _scores(srow, t + 2, offs, lane, m)
             top_a, ts, seen = _top(tab, ts, t + 3, r0, m, flag_in, seen, BLOCK)
-            up, diag, left, acc, ds = _fwd_step(t + 1, s_b, up, diag, left, top_b, acc, ds, tab, offs, lane,
+            up, diag, left, acc, ds = _fwd_step(t + 1, sc_b, up, diag, left, top_b, acc, ds, tab, offs, lane,
                                                 last_row, g, R, m, idx_up, flag_out, publish, MODE, HAND_OFF)
-            s_b = _scores(srow, t + 3, offs, lane, m)
+            sc_b = _scores(srow, t + 3, offs, lane, m)
             top_b, ts, seen = _top(tab, ts, t + 4, r0, m, flag_in, seen, BLOCK)
             t += 2
         tl.debug_barrier()
@@ -380,24 +380,24 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                      other=NEG)  # (i - 1, j)
         # Two steps a loop iteration, each with its own registers for what it loads (as the
         # forward's): set a for steps t, t - 2, ..., set b for t - 1, t - 3, ...
-        Vl_a, Vd_a, s_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m,
+        Vl_a, Vd_a, sc_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m,
                                                              r0, R, below_too, flag_in, seen, BLOCK)
-        Vl_b, Vd_b, s_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom,
+        Vl_b, Vd_b, sc_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom,
                                                              m, r0, R, below_too, flag_in, seen, BLOCK)
         while t >= 0:  # (a step at -1 finds no live lane)
             f_left, f_down, f_dr, f_dr1, gaps = _bwd_step(
-                t, V, Vu, Vl_a, Vd_a, s_a, bl_a, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out, flag_out,
+                t, V, Vu, Vl_a, Vd_a, sc_a, bl_a, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out, flag_out,
                 offs, lane, last_row, idx_dn, r0, m, MODE, BLOCK, HAND_OFF)
             V = Vl_a  # (i, j - 1) and (i - 1, j - 1): the next step's V and Vu
             Vu = Vd_a
-            Vl_a, Vd_a, s_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 2, offs, lane,
+            Vl_a, Vd_a, sc_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 2, offs, lane,
                                                                  bottom, m, r0, R, below_too, flag_in, seen, BLOCK)
             f_left, f_down, f_dr, f_dr1, gaps = _bwd_step(
-                t - 1, V, Vu, Vl_b, Vd_b, s_b, bl_b, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out,
+                t - 1, V, Vu, Vl_b, Vd_b, sc_b, bl_b, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out,
                 flag_out, offs, lane, last_row, idx_dn, r0, m, MODE, BLOCK, HAND_OFF)
             V = Vl_b
             Vu = Vd_b
-            Vl_b, Vd_b, s_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 3, offs, lane,
+            Vl_b, Vd_b, sc_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 3, offs, lane,
                                                                  bottom, m, r0, R, below_too, flag_in, seen, BLOCK)
             t -= 2
         if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
