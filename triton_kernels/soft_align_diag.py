@@ -107,49 +107,6 @@ def _wait(flag, target, seen):
     return seen
 
 
-@triton.jit
-def _scores(srow, u, offs, lane, m):
-    """The scores step u reads: s[i, j] = scores[i - 1, j - 1] at column j = u - lane."""
-    j = u - offs
-    return tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
-
-
-@triton.jit
-def _top(tab, ts, col, r0, m, flag_in, seen, BLOCK: tl.constexpr):
-    """V[r0, col] (row r0: row 0, or the strip above's last row, waited for) and the slot of
-    column col + 1."""
-    if col <= m:
-        seen = _wait(flag_in, col + 1, seen)
-    v = tl.load(tab + ts, mask=col <= m, other=NEG, cache_modifier=".cg")
-    return v, ts + _top_step(r0, col, m, BLOCK), seen
-
-
-@triton.jit
-def _fwd_step(t, s, up, diag, left, top, acc, ds, tab, offs, lane, last_row, g, R, m, idx_up, flag_out, publish,
-              MODE, HAND_OFF: tl.constexpr):
-    """Step t (the anti-diagonal of lane l at column t - l): V stored, the end terms added to
-    acc; returns (up, diag, left) of step t + 1, acc and the next step's slot."""
-    j = t - offs
-    live = lane & (j >= 0) & (j <= m)
-    if MODE == 1:
-        dterm = s + _lse2(tl.zeros_like(diag), diag)
-    else:
-        dterm = s + diag
-    dterm = tl.where(j >= 1, dterm, NEG)
-    v = tl.where(live, _lse3(dterm, up - g, left - g), NEG)
-    tl.store(tab + ds + offs, v, mask=live)
-    if MODE == 1:
-        acc = _lse2(acc, tl.where(live & (j >= 1), dterm, NEG))
-    elif MODE == 2:
-        acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g), NEG))
-    new_up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))  # (a barrier: the row's stores are done)
-    if publish:
-        done = t - R + 2  # columns of the last row written
-        if (done > 0) & ((done % HAND_OFF == 0) | (done == m + 1)):
-            tl.atomic_xchg(flag_out, done, sem="release")
-    return new_up, up, v, acc, ds + _slot_step(t, R, m)
-
-
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'B', 'S'])
 def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sync_ptr, B, S,
                                MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
@@ -192,33 +149,51 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
-        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of the next column of row r0 to read
-        seen = _wait(flag_in, tl.minimum(1, m + 1), seen)
-        up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)  # V[i - 1, j] (lane 0: row r0)
+        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
+        seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
+        up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
         ts += _top_step(r0, 0, m, BLOCK)
+        top = tl.load(tab + ts, mask=1 <= m, other=NEG, cache_modifier=".cg")  # lane 0's up at the next step
+        ts += _top_step(r0, 1, m, BLOCK)
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
-        # Two steps a loop iteration, each with its own registers for what it loads two steps
-        # ahead: a value rotated from register to register each step (s = s_next) would
-        # wait there for its load, and so for memory every step (measured: the scores'
-        # loads were a third of the forward).
-        sc_a = tl.zeros((BLOCK,), tl.float32)  # step 0 has no column >= 1
-        sc_b = _scores(srow, r0 * 0 + 1, offs, lane, m)
-        top_a, ts, seen = _top(tab, ts, r0 * 0 + 1, r0, m, flag_in, seen, BLOCK)  # lane 0's next up: (r0, t + 1)
-        top_b, ts, seen = _top(tab, ts, r0 * 0 + 2, r0, m, flag_in, seen, BLOCK)
+        s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
         t = 0
         T = R + m
-        while t < T:  # (a step past T - 1 finds no live lane)
-            up, diag, left, acc, ds = _fwd_step(t, sc_a, up, diag, left, top_a, acc, ds, tab, offs, lane, last_row,
-                                                g, R, m, idx_up, flag_out, publish, MODE, HAND_OFF)
-            sc_a = _scores(srow, t + 2, offs, lane, m)
-            top_a, ts, seen = _top(tab, ts, t + 3, r0, m, flag_in, seen, BLOCK)
-            up, diag, left, acc, ds = _fwd_step(t + 1, sc_b, up, diag, left, top_b, acc, ds, tab, offs, lane,
-                                                last_row, g, R, m, idx_up, flag_out, publish, MODE, HAND_OFF)
-            sc_b = _scores(srow, t + 3, offs, lane, m)
-            top_b, ts, seen = _top(tab, ts, t + 4, r0, m, flag_in, seen, BLOCK)
-            t += 2
+        while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
+            j = t - offs
+            live = lane & (j >= 0) & (j <= m)
+            s = s_c
+            s_c = s_n
+            jn = j + 2
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            if t + 2 <= m:
+                seen = _wait(flag_in, t + 3, seen)
+            top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
+            ts += _top_step(r0, t + 2, m, BLOCK)
+            if MODE == 1:
+                dterm = s + _lse2(tl.zeros_like(diag), diag)
+            else:
+                dterm = s + diag
+            dterm = tl.where(j >= 1, dterm, NEG)
+            v = tl.where(live, _lse3(dterm, up - g, left - g), NEG)
+            tl.store(tab + ds + offs, v, mask=live)
+            ds += _slot_step(t, R, m)
+            if MODE == 1:
+                acc = _lse2(acc, tl.where(live & (j >= 1), dterm, NEG))
+            elif MODE == 2:
+                acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g), NEG))
+            diag = up
+            left = v
+            up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))  # (a barrier: the row's stores are done)
+            top = top_n
+            if publish:
+                done = t - R + 2  # columns of the last row written
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m + 1)):
+                    tl.atomic_xchg(flag_out, done, sem="release")
+            t += 1
         tl.debug_barrier()
     last = (r0 < n) & (n <= r0 + BLOCK)
     if MODE == 0:
@@ -243,14 +218,10 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
 
 
 @triton.jit
-def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, r0, R, below_too, flag_in, seen,
-               BLOCK: tl.constexpr):
+def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m):
     """What step u of the backward sweep reads besides V and Vu (the step before's): V at
     (i, j - 1) and (i - 1, j - 1), the score s[i, j], and in the strip's last lane the flows
-    from the strip below (waited for). q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq:
-    (r0, u - 1); returned moved on to step u - 1."""
-    if below_too & (u - R + 1 >= 0):  # the flows into the last row at column u - R + 1
-        seen = _wait(flag_in, m + 1 - (u - R + 1), seen)
+    from the strip below. q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq: (r0, u - 1)."""
     j = u - offs
     nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
     Vl = tl.load(tab + q1 + offs, mask=nxt, other=NEG)
@@ -258,71 +229,7 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, r0, R, bel
     s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
-    return Vl, Vd, s, below, q2, q2 - _slot_step(u - 3, R, m), tq - _top_step(r0, u - 2, m, BLOCK), seen
-
-
-@triton.jit
-def _bwd_step(t, V, Vu, Vl, Vd, s, below, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out, flag_out,
-              offs, lane, last_row, idx_dn, r0, m, MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
-    """Step t of the backward sweep: each live lane's adjoint from the flows of its
-    successors, its three in-edges' probabilities from the stored values (normalised per
-    node), the flows it sends on, the scores' gradient stored; returns the flows of step
-    t - 1 and the gap flow summed per lane."""
-    j = t - offs
-    live = lane & (j >= 0) & (j <= m)
-    has_l = live & (j >= 1)
-    top = offs == 0
-    ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
-    if MODE == 1:
-        ld = _lse2(tl.zeros_like(Vd), Vd)
-    dterm = tl.where(has_l, s + ld, NEG)
-    uterm = tl.where(live, Vu - g, NEG)
-    lterm = tl.where(has_l, Vl - g, NEG)
-    pd = _ex(dterm, V)
-    pu = _ex(uterm, V)
-    pl = _ex(lterm, V)
-    tot = pd + pu + pl
-    tot = tl.where(tot > 0, tot, 1.0)
-    pd = pd / tot
-    pu = pu / tot
-    pl = pl / tot
-    q = f_left + f_down + f_dr + below
-    if MODE == 0:
-        q += tl.where(live & last_row & (j == m), gout, 0.0)
-    qd = q * pd  # the adjoint of the aligned-pair term
-    qu = q * pu
-    if MODE == 1:
-        qd += tl.where(has_l, gout * _ex(dterm, vv), 0.0)  # the end edge from M
-    elif MODE == 2:
-        e_node = _lse2(dterm, uterm)
-        e = tl.where(live & last_row, gout * _ex(e_node, vv), 0.0)
-        qd += e * _ex(dterm, e_node)
-        qu += e * _ex(uterm, e_node)
-    qd = tl.where(live, qd, 0.0)
-    qu = tl.where(live, qu, 0.0)
-    ql = tl.where(live, q * pl, 0.0)
-    tl.store(grow + j - 1, qd, mask=has_l)
-    if MODE == 1:
-        fd = qd * _ex(Vd, ld)  # the part of lse(0, Vd) that came from Vd
-    else:
-        fd = qd
-    gaps += qu + ql
-    if MODE == 0:  # flows into row 0 travel j gap positions along it
-        if r0 == 0:
-            gaps += tl.where(top & live, j.to(tl.float32) * qu + (j - 1).to(tl.float32) * fd, 0.0)
-    tl.store(f_out + j, qu, mask=top & live)
-    tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
-    f_left = ql
-    f_dr = f_dr1
-    f_down = tl.gather(qu, idx_dn, 0)
-    f_dr1 = tl.gather(fd, idx_dn, 0)
-    f_down = tl.where(offs == BLOCK - 1, 0.0, f_down)
-    f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
-    if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
-        done = m + 1 - t
-        if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
-            tl.atomic_xchg(flag_out, done, sem="release")
-    return f_left, f_down, f_dr, f_dr1, gaps
+    return Vl, Vd, s, below
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
@@ -370,36 +277,85 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         f_dr1 = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j + 1): shifted last step, used next step
         f_dr = tl.zeros((BLOCK,), tl.float32)
         t = R + m - 1
+        top = offs == 0
         q1 = _slot(t - 1, 0, r0, R, m)  # slots of lane 0 at steps u - 1 and u - 2 (the others follow it)
         q2 = q1 - _slot_step(t - 2, R, m)
         tq = _top_slot(r0, t - 1, n, m, BLOCK)  # slot of (r0, u - 1)
         j = t - offs
         live = lane & (j >= 0) & (j <= m)
         V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
-        Vu = tl.load(tab + tl.where(offs == 0, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1), mask=live,
+        Vu = tl.load(tab + tl.where(top, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1), mask=live,
                      other=NEG)  # (i - 1, j)
-        # Two steps a loop iteration, each with its own registers for what it loads (as the
-        # forward's): set a for steps t, t - 2, ..., set b for t - 1, t - 3, ...
-        Vl_a, Vd_a, sc_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m,
-                                                             r0, R, below_too, flag_in, seen, BLOCK)
-        Vl_b, Vd_b, sc_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom,
-                                                             m, r0, R, below_too, flag_in, seen, BLOCK)
-        while t >= 0:  # (a step at -1 finds no live lane)
-            f_left, f_down, f_dr, f_dr1, gaps = _bwd_step(
-                t, V, Vu, Vl_a, Vd_a, sc_a, bl_a, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out, flag_out,
-                offs, lane, last_row, idx_dn, r0, m, MODE, BLOCK, HAND_OFF)
-            V = Vl_a  # (i, j - 1) and (i - 1, j - 1): the next step's V and Vu
-            Vu = Vd_a
-            Vl_a, Vd_a, sc_a, bl_a, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 2, offs, lane,
-                                                                 bottom, m, r0, R, below_too, flag_in, seen, BLOCK)
-            f_left, f_down, f_dr, f_dr1, gaps = _bwd_step(
-                t - 1, V, Vu, Vl_b, Vd_b, sc_b, bl_b, f_left, f_down, f_dr, f_dr1, gaps, g, gout, vv, grow, f_out,
-                flag_out, offs, lane, last_row, idx_dn, r0, m, MODE, BLOCK, HAND_OFF)
-            V = Vl_b
-            Vu = Vd_b
-            Vl_b, Vd_b, sc_b, bl_b, q1, q2, tq, seen = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 3, offs, lane,
-                                                                 bottom, m, r0, R, below_too, flag_in, seen, BLOCK)
-            t -= 2
+        if below_too:
+            seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
+        Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m)
+        while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
+            q1 = q2
+            q2 -= _slot_step(t - 3, R, m)
+            tq -= _top_step(r0, t - 2, m, BLOCK)
+            if below_too & (t - R >= 0):  # the flows into the last row at column t - R
+                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - R)), seen)
+            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m)
+            j = t - offs
+            live = lane & (j >= 0) & (j <= m)
+            has_l = live & (j >= 1)
+            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
+            if MODE == 1:
+                ld = _lse2(tl.zeros_like(Vd), Vd)
+            dterm = tl.where(has_l, s + ld, NEG)
+            uterm = tl.where(live, Vu - g, NEG)
+            lterm = tl.where(has_l, Vl - g, NEG)
+            pd = _ex(dterm, V)
+            pu = _ex(uterm, V)
+            pl = _ex(lterm, V)
+            tot = pd + pu + pl
+            tot = tl.where(tot > 0, tot, 1.0)
+            pd = pd / tot
+            pu = pu / tot
+            pl = pl / tot
+            q = f_left + f_down + f_dr + below
+            if MODE == 0:
+                q += tl.where(live & last_row & (j == m), gout, 0.0)
+            qd = q * pd  # the adjoint of the aligned-pair term
+            qu = q * pu
+            if MODE == 1:
+                qd += tl.where(has_l, gout * _ex(dterm, vv), 0.0)  # the end edge from M
+            elif MODE == 2:
+                e_node = _lse2(dterm, uterm)
+                e = tl.where(live & last_row, gout * _ex(e_node, vv), 0.0)
+                qd += e * _ex(dterm, e_node)
+                qu += e * _ex(uterm, e_node)
+            qd = tl.where(live, qd, 0.0)
+            qu = tl.where(live, qu, 0.0)
+            ql = tl.where(live, q * pl, 0.0)
+            tl.store(grow + j - 1, qd, mask=has_l)
+            if MODE == 1:
+                fd = qd * _ex(Vd, ld)  # the part of lse(0, Vd) that came from Vd
+            else:
+                fd = qd
+            gaps += qu + ql
+            if MODE == 0:  # flows into row 0 travel j gap positions along it
+                if r0 == 0:
+                    gaps += tl.where(top & live, j.to(tl.float32) * qu + (j - 1).to(tl.float32) * fd, 0.0)
+            tl.store(f_out + j, qu, mask=top & live)
+            tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
+            f_left = ql
+            f_dr = f_dr1
+            f_down = tl.gather(qu, idx_dn, 0)
+            f_dr1 = tl.gather(fd, idx_dn, 0)
+            f_down = tl.where(offs == BLOCK - 1, 0.0, f_down)
+            f_dr1 = tl.where(offs == BLOCK - 1, 0.0, f_dr1)
+            if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
+                done = m + 1 - t
+                if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
+                    tl.atomic_xchg(flag_out, done, sem="release")
+            V = Vl
+            Vu = Vd
+            Vl = Vl_n
+            Vd = Vd_n
+            s = s_n
+            below = below_n
+            t -= 1
         if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
             jj = 0
             while jj < m:
