@@ -107,37 +107,12 @@ def _wait(flag, target, seen):
     return seen
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'S', 'T_BLOCKS'])
-def soft_align_diag_skew_kernel(s_ptr, s_b, s_i, q_ptr, t_ptr, tab_ptr, tab_b, S, T_BLOCKS, BLOCK: tl.constexpr,
-                                TD: tl.constexpr):
-    """Program (b, k, tb): the scores of strip k of pair b for steps tb TD .. tb TD + TD - 1,
-    into the table's slots of their cells (the forward reads a step's scores contiguously
-    and overwrites them with V). Read along rows, written along anti-diagonals: Triton turns
-    the tile between the two (through shared memory) so that both are coalesced."""
-    pid = tl.program_id(0)
-    b = (pid // (S * T_BLOCKS)).to(tl.int64)
-    k = (pid // T_BLOCKS) % S
-    tb = pid % T_BLOCKS
-    n = tl.load(q_ptr + b).to(tl.int32)
-    m = tl.load(t_ptr + b).to(tl.int32)
-    r0 = k * BLOCK
-    if r0 < n:
-        R = tl.minimum(n - r0, BLOCK)
-        lane = tl.arange(0, BLOCK)[:, None]
-        t = tb * TD + tl.arange(0, TD)[None, :]
-        j = t - lane
-        ok = (lane < R) & (j >= 1) & (j <= m)
-        x = tl.load(s_ptr + b * s_b + (r0 + lane).to(tl.int64) * s_i + j - 1, mask=ok, other=0.0)
-        tl.store(tab_ptr + b * tab_b + _slot(t, lane, r0, R, m), x, mask=ok)
-
-
-@triton.jit(do_not_specialize=['MODE', 'tab_b', 'B', 'S'])
-def soft_align_diag_fwd_kernel(g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sync_ptr, B, S,
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'B', 'S'])
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sync_ptr, B, S,
                                MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
-    table, whose slots hold the strip's scores (soft_align_diag_skew_kernel); part[b, k]:
-    the strip's share of the value (MODE 0 global, 1 local, 2 semiglobal), combined by the
-    caller. Strip k reads strip k - 1's last row as it is
+    table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
+    semiglobal), combined by the caller. Strip k reads strip k - 1's last row as it is
     written (its progress counter, sync[2 + b S + k - 1]: columns done)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
@@ -145,6 +120,7 @@ def soft_align_diag_fwd_kernel(g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sy
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
+    sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     offs = tl.arange(0, BLOCK)
     flag_in = sync_ptr + 2 + b * S + k - 1
@@ -172,6 +148,7 @@ def soft_align_diag_fwd_kernel(g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sy
         publish = r0 + R < n  # a strip below reads this one's last row
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
+        srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
         ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
         seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
         up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
@@ -181,10 +158,8 @@ def soft_align_diag_fwd_kernel(g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sy
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
-        ds2 = ds + _slot_step(r0 * 0, R, m)  # ... at step t + 2, where the skew kernel put the scores
         s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
-        s_n = tl.load(tab + ds2 + offs, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
-        ds2 += _slot_step(r0 * 0 + 1, R, m)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
         t = 0
         T = R + m
         while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
@@ -193,8 +168,7 @@ def soft_align_diag_fwd_kernel(g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sy
             s = s_c
             s_c = s_n
             jn = j + 2
-            s_n = tl.load(tab + ds2 + offs, mask=lane & (jn >= 1) & (jn <= m), other=0.0)  # (V overwrites it at t + 2)
-            ds2 += _slot_step(t + 2, R, m)
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
             if t + 2 <= m:
                 seen = _wait(flag_in, t + 3, seen)
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
@@ -397,7 +371,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
 
 
 HAND_OFF = 8  # a strip publishes its progress every HAND_OFF columns
-SKEW_STEPS = 32  # anti-diagonals per program of the skew kernel
 
 
 def block_for(N: int) -> int:
@@ -422,10 +395,7 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
     S = max(1, triton.cdiv(N, blk))
     part = s.new_empty(B, S)
     sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
-    t_blocks = triton.cdiv(blk + M, SKEW_STEPS)
-    soft_align_diag_skew_kernel[(B * S * t_blocks,)](s, N * M, M, q_lens, t_lens, table, table[0].numel(), S, t_blocks,
-                                                      BLOCK=blk, TD=SKEW_STEPS, num_warps=4)
-    soft_align_diag_fwd_kernel[(B * S,)](gap.float().contiguous(), q_lens, t_lens, table,
+    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
                                          table[0].numel(), part, sync, B, S, mode, BLOCK=blk,
                                          HAND_OFF=hand_off, num_warps=warps or _warps(blk))
     value = torch.logsumexp(part, 1)
