@@ -11,25 +11,20 @@ against float64 (sizes up to 8 x 2,000^2)."""
 from __future__ import annotations
 
 import argparse
-import statistics
+import os
+import sys
 
 import torch
 
-import torchalign as ta
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import soft_align as soft_align_bench  # noqa: E402
+
+import torchalign as ta  # noqa: E402
 
 
 def timed(fn, runs):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(runs):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b))
-    return statistics.median(out), min(out), max(out)
+    """(median, min, max) ms of ``runs`` calls after a warm-up: benchmarks/soft_align.py's timer."""
+    return soft_align_bench.timed(fn, torch.device("cuda"), runs)[:3]
 
 
 def fwd_bwd(s, *gaps, mode):

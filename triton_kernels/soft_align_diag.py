@@ -27,33 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .soft_align import NEG, _lse2, _lse3, _p
 from .spin import GAVE_UP, wait_until
-
-NEG = tl.constexpr(float("-inf"))
-MAX_BLOCK = 1024  # rows per strip (one per thread at 32 warps)
-
-
-@triton.jit
-def _lse2(a, b):
-    """log(e^a + e^b). (Values in log2 units with tl.exp2 / tl.log2, as soft_dtw's, were no
-    faster here and raised the value's error against float64 from 4e-7 to 3e-6; ex2 / lg2
-    .approx saved ~10% of the forward at the same error: benchmarks/NOTES.md.)"""
-    m = tl.maximum(a, b)
-    d = tl.minimum(a, b) - m
-    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
-
-
-@triton.jit
-def _lse3(a, b, c):
-    m = tl.maximum(tl.maximum(a, b), c)
-    ms = tl.where(m == NEG, 0.0, m)
-    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms) + tl.exp(c - ms)))
-
-
-@triton.jit
-def _ex(x, v):
-    """exp(x - v), 0 where v = -inf (an unreachable node)."""
-    return tl.where(v == NEG, 0.0, tl.exp(x - tl.where(v == NEG, 0.0, v)))
 
 
 @triton.jit
@@ -205,7 +180,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             value = tl.full((), NEG, tl.float32)
     else:
         mx = tl.max(acc, 0)
-        tot = tl.sum(_ex(acc, tl.zeros_like(acc) + mx), 0)
+        tot = tl.sum(_p(acc, tl.zeros_like(acc) + mx), 0)
         value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
         if MODE == 2:
             if n == 0:
@@ -305,9 +280,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             dterm = tl.where(has_l, s + ld, NEG)
             uterm = tl.where(live, Vu - g, NEG)
             lterm = tl.where(has_l, Vl - g, NEG)
-            pd = _ex(dterm, V)
-            pu = _ex(uterm, V)
-            pl = _ex(lterm, V)
+            pd = _p(dterm, V)
+            pu = _p(uterm, V)
+            pl = _p(lterm, V)
             tot = pd + pu + pl
             tot = tl.where(tot > 0, tot, 1.0)
             pd = pd / tot
@@ -319,18 +294,18 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             qd = q * pd  # the adjoint of the aligned-pair term
             qu = q * pu
             if MODE == 1:
-                qd += tl.where(has_l, gout * _ex(dterm, vv), 0.0)  # the end edge from M
+                qd += tl.where(has_l, gout * _p(dterm, vv), 0.0)  # the end edge from M
             elif MODE == 2:
                 e_node = _lse2(dterm, uterm)
-                e = tl.where(live & last_row, gout * _ex(e_node, vv), 0.0)
-                qd += e * _ex(dterm, e_node)
-                qu += e * _ex(uterm, e_node)
+                e = tl.where(live & last_row, gout * _p(e_node, vv), 0.0)
+                qd += e * _p(dterm, e_node)
+                qu += e * _p(uterm, e_node)
             qd = tl.where(live, qd, 0.0)
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, q * pl, 0.0)
             tl.store(grow + j - 1, qd, mask=has_l)
             if MODE == 1:
-                fd = qd * _ex(Vd, ld)  # the part of lse(0, Vd) that came from Vd
+                fd = qd * _p(Vd, ld)  # the part of lse(0, Vd) that came from Vd
             else:
                 fd = qd
             gaps += qu + ql
