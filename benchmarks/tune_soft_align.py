@@ -101,7 +101,8 @@ def profile_host():
     st.print_callees("backend_impl")
     # the kernels alone, launched from Python (no custom op, no autograd)
     from torchalign_kernels import soft_align_diag as D
-    g, n, m = torch.ones(256, device="cuda"), torch.full((256,), 128, device="cuda"), torch.full((256,), 128, device="cuda")
+    g = torch.ones(256, device="cuda")
+    n = m = torch.full((256,), 128, device="cuda")
     t0 = time.perf_counter()
     for _ in range(20):
         v, tab = D.forward(s, g, n, m, 0)

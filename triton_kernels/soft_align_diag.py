@@ -8,6 +8,12 @@ computes column j = t - l in every lane, so a step is one anti-diagonal. A cell'
 diagonal terms are the lane above's values of the last two steps: one ``tl.gather`` (a
 shift by one lane) per step carries them across; the left term is the lane's own last
 value. Row 0 and, for later strips, the strip above's last row are read from the table.
+Each strip is a program of its own (its ticket, taken in order, picks the pair and the
+strip), so a pair's strips run as a wavefront over several SMs: strip k reads strip k - 1's
+last row as it is written (a progress counter per strip, released every HAND_OFF columns,
+spin.wait_until on the other side), and the backward hands its flows up the same way. A
+wait only ever waits on a lower ticket, which has started; one that gives up turns the
+pair's value or gradient into NaN, never a wrong number.
 Every cell is one log-sum-exp of its three in-edges, so the backward sweep recomputes each
 node's three edge probabilities from the stored values and normalises them per node
 (a row scan's separately rounded values do not sum to one over long gap runs:
@@ -126,7 +132,8 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
         ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
         seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
-        up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)  # V[i - 1, j] at this step (lane 0: the row above)
+        # V[i - 1, j] at this step (lane 0: the row above, read past L1: another program writes it)
+        up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)
         ts += _top_step(r0, 0, m, BLOCK)
         top = tl.load(tab + ts, mask=1 <= m, other=NEG, cache_modifier=".cg")  # lane 0's up at the next step
         ts += _top_step(r0, 1, m, BLOCK)
