@@ -71,7 +71,7 @@ def _top_step(r0, j, m, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _top_slot(r0, j, n, m, BLOCK: tl.constexpr):
+def _top_slot(r0, j, m, BLOCK: tl.constexpr):
     """The slot of cell (r0, j): row 0, or the last row of the full strip above."""
     if r0 == 0:
         out = j.to(tl.int64)
@@ -130,7 +130,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         lane = offs < R
         last_row = (r0 + 1 + offs) == n
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
-        ts = _top_slot(r0, r0 * 0, n, m, BLOCK)  # slot of (r0, t + 2), moved along each step
+        ts = _top_slot(r0, r0 * 0, m, BLOCK)  # slot of (r0, t + 2), moved along each step
         seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
         # V[i - 1, j] at this step (lane 0: the row above, read past L1: another program writes it)
         up = tl.where(offs == 0, tl.load(tab + ts, cache_modifier=".cg"), NEG)
@@ -262,7 +262,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         top = offs == 0
         q1 = _slot(t - 1, 0, r0, R, m)  # slots of lane 0 at steps u - 1 and u - 2 (the others follow it)
         q2 = q1 - _slot_step(t - 2, R, m)
-        tq = _top_slot(r0, t - 1, n, m, BLOCK)  # slot of (r0, u - 1)
+        tq = _top_slot(r0, t - 1, m, BLOCK)  # slot of (r0, u - 1)
         j = t - offs
         live = lane & (j >= 0) & (j <= m)
         V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
@@ -357,8 +357,8 @@ HAND_OFF = 8  # a strip publishes its progress every HAND_OFF columns
 
 def block_for(N: int) -> int:
     """Rows per strip (and program): 128 (four warps) past 32 rows. Strips of a pair run as a
-    wavefront on several SMs; a step of a strip costs ~ its lanes' instructions (the kernels
-    are issue-bound), and a strip's steps are R + m whatever BLOCK is."""
+    wavefront on several SMs (a strip's steps are R + m whatever BLOCK is); 32 or 64 rows,
+    and one or two warps, measured within 15% (benchmarks/NOTES.md)."""
     return 32 if N <= 32 else 128
 
 

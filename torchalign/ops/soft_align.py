@@ -24,7 +24,9 @@ runs soft_align_hvp (with soft_align's backward kernel), which recomputes and ho
 full three-state value table and its tangents, 24 B per cell. float64 runs the torch code
 of torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on
 CUDA is correct but slow, a Python loop of small launches per row). Working memory of the
-kernels besides the table: a two-row scratch per pair, the gradients, and with K > 1 one segment of K rows per pair.
+kernels besides the table and the gradients: three states, a two-row scratch per pair and
+with K > 1 one segment of K rows per pair; one state, two rows of flows per strip of 128
+rows (the backward's hand-over between strips).
 """
 
 from __future__ import annotations
