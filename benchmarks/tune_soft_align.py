@@ -35,7 +35,8 @@ def fwd_bwd(s, *gaps, mode):
 
 
 def kernel_variants(sizes, runs):
-    """The one-state kernels alone, by warps per program: forward and backward medians, registers."""
+    """The one-state kernels alone, by rows per strip, warps per strip and hand-off: forward and
+    backward medians."""
     from torchalign_kernels import soft_align_diag as D
 
     for size in sizes:
@@ -49,13 +50,8 @@ def kernel_variants(sizes, runs):
             v, tab = D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h)
             gr = torch.ones_like(v)
             b = timed(lambda: D.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w, hand_off=h), runs)
-            try:
-                regs = [(k.n_regs, k.n_spills) for fn in (D.soft_align_diag_fwd_kernel, D.soft_align_diag_bwd_kernel)
-                        for k in list(fn.device_caches[0][0].values())[-1:]]
-            except Exception as e:  # noqa: BLE001  (triton's cache layout is not an API)
-                regs = repr(e)[:60]
             print(f"{size} BLOCK {blk} warps {w} hand-off {h}: fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) bwd {b[0]:.3f} "
-                  f"({b[1]:.3f}..{b[2]:.3f}) ms; regs/spills fwd, bwd {regs}", flush=True)
+                  f"({b[1]:.3f}..{b[2]:.3f}) ms", flush=True)
 
 
 def long_pair():
