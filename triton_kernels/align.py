@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 LOCAL = tl.constexpr(0)
 GLOBAL = tl.constexpr(1)
 SEMIGLOBAL = tl.constexpr(2)
@@ -375,3 +377,6 @@ def align_score(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, table, gap
     b = torch.arange(q_lens.numel(), device=q_codes.device)
     return align_pairs(q_codes, q_starts, q_lens, t_codes, t_starts, t_lens, b, b, table, gap_open, gap_extend,
                        mode, **kw)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -45,6 +45,7 @@ import triton.language as tl
 # the scores by inline PTX (compile time; the interpreter runs tl.load); the query codes stay
 # tl.load here: inline, they moved the DPX column loop's register allocation (3 more instructions)
 from .align import GATHER_PTX
+from .cache_keys import settle_module
 from .spin import GAVE_UP, wait_until
 
 NEG16 = -(1 << 14)  # minus infinity of the packed path: pads, the first E and F
@@ -454,3 +455,6 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
             num_warps=max(1, lanes // 32),
         )
     return out
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

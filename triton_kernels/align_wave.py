@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from .align import GLOBAL, LOCAL, NEG, _cell, _code, _gap, _score_at, _tile, _track
+from .cache_keys import settle_module
 from .spin import GAVE_UP, wait_until
 
 BIG = tl.constexpr(1 << 30)
@@ -204,3 +205,6 @@ def best_of_passes(score, q_end, t_end, passes: int):
     j = torch.where(at, t_end, BIG.value).min(1, keepdim=True).values
     i = torch.where(at & (t_end == j), q_end, BIG.value).min(1).values
     return top.view(-1), i, j.view(-1)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

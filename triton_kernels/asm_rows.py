@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from .asm import best_per_text, chunks
+from .cache_keys import settle_module
 
 ONE = tl.constexpr(1 << 32)  # one edit, in key units
 LOW = tl.constexpr((1 << 32) - 1)
@@ -146,3 +147,6 @@ def run(mode: str, text, text_offsets, pat, pat_starts, pat_lens, longest: int, 
     if mode == "profile":
         return outs[0]
     return best_per_text(outs[0].reshape(n_pat, n_chunks), tid, n_texts)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -19,6 +19,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 # Under TRITON_INTERPRET=1 loops over run-time bounds must be while loops (see above).
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 # The largest alphabet that takes the one-hot tensor-core path.
@@ -367,3 +369,6 @@ def hamming_windows(
     if search:
         return counter, hit_pos, hit_pat, hit_dist
     return prof
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

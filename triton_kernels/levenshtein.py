@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 INTERPRETER = os.environ.get("TRITON_INTERPRET") == "1"
 BIG = tl.constexpr(1 << 30)
 
@@ -108,3 +110,6 @@ def levenshtein_pairs(codes, a_starts, a_lens, b_starts, b_lens, longest: int, c
         scratch, scratch.stride(0), out, CDIST=cdist, BLOCK=block,
     )
     return out
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

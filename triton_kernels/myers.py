@@ -25,6 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 DIST = tl.constexpr(0)
 HITS = tl.constexpr(1)
 BEST = tl.constexpr(2)
@@ -351,3 +353,6 @@ def distances(codes, pat_starts, pat_lens, txt_starts, txt_lens, n_sym: int, lon
             run("dist", codes, peq, pat_lens[p0:p1], txt_starts[p0:p1], txt_lens[p0:p1], lane_pats=lanes,
                 k=max_distance, out=out[p0:p1], block=block)
     return out
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

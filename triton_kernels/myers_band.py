@@ -26,6 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .myers import BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _above, _append, _band_word, _stretches, grid_y_launches
 
 
@@ -174,3 +175,6 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
             MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, BLOCK=block,
             num_warps=max(1, min(4, block // 32)),
         )
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

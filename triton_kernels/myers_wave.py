@@ -18,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .myers import (BEST, BIG, DIST, HITS, LAST, MODES, PROFILE, _append, _carry, _delta, _myers_word, _stretches,
                     grid_y_launches)
 
@@ -141,3 +142,6 @@ def run(mode: str, codes, peq, pat_lens, lane_starts, lane_lens, *, lane_pats=No
             MODE=MODES[mode], PER_LANE_PATTERN=lane_pats is not None, W=W, C=C,
             num_warps=max(1, min(8, C * W // 32)),
         )
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -31,6 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .myers import _above, _band_word, _popcount
 
 
@@ -264,3 +265,6 @@ def _propagate(best, pos):
     """Lower bounds from i*(r + 1) >= i*(r) - 1: r + i*(r) is non-decreasing in r within a
     sequence (an earlier sequence's r + i*(r) is at most its end, so it never leaks)."""
     return torch.maximum(best, torch.cummax(best + pos, 0).values - pos)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -25,6 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 NEG = tl.constexpr(float("-inf"))
 GLOBAL, LOCAL, SEMIGLOBAL = 0, 1, 2
 
@@ -515,3 +517,6 @@ def backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, m
     s = scores.float().contiguous()
     go, ge, strides = _gaps(gap_open, gap_extend, linear)
     return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -33,6 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .soft_align import NEG, _lse2, _lse3, _p
 from .spin import GAVE_UP, wait_until
 
@@ -401,3 +402,6 @@ def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=N
                                          gs, dg, flows, flows[0].numel(), sync, B, S, mode, BLOCK=blk,
                                          HAND_OFF=hand_off, num_warps=warps or _warps(blk))
     return gs, dg.sum(1)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .soft_align import NEG, _block, _gaps, _lin_combine, _p, _sweep, forward
 
 
@@ -170,3 +171,6 @@ def hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad, z_scores, z_o
     out = _sweep(s, go, ge, strides, q_lens, t_lens, table, 1, value, grad, mode, linear, block,
                  (dtab, dvalue, zs, zo, ze))
     return (*out, dvalue)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -42,6 +42,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .spin import GAVE_UP, wait_until
 
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
@@ -437,3 +438,6 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
                                        checkpoint, S, W, NEED_GAMMA=bool(need_gamma), BLOCK=blk,
                                        num_warps=warps or _warps(blk))
     return out, gg.sum(1)
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -22,6 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
 from .soft_dtw import _affine, _block, _neg_entropy, _warps, _weights
 
 
@@ -163,3 +164,6 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | No
     soft_dtw_hvp_backward_kernel[(B,)](R, T, gamma, v_gamma, n, m, scratch, wl, hv, hg, N, M, BLOCK=blk,
                                        num_warps=warps or _warps(blk))
     return hv, hg, dot
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

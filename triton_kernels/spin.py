@@ -10,6 +10,8 @@ Pure: imports only triton.
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 SPIN_LIMIT = tl.constexpr(1 << 22)  # polls (seconds of waiting) before a wait gives up
 GAVE_UP = tl.constexpr(1 << 30)  # what a wait that gave up returns: past any real count
 
@@ -26,3 +28,6 @@ def wait_until(flag, target):
     if seen < target:
         seen = GAVE_UP
     return seen
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

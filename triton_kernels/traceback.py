@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .cache_keys import settle_module
+
 LOCAL = tl.constexpr(0)
 GLOBAL = tl.constexpr(1)
 NEG = tl.constexpr(-(1 << 29))
@@ -227,3 +229,6 @@ def traceback_pairs(q_codes, q_starts, t_codes, t_starts, rows, cols, table, gap
     pair = torch.repeat_interleave(torch.arange(P, device=dev), lens, output_size=n)
     pos = out_at[pair] + cap[pair] - lens[pair] + torch.arange(n, device=dev) - offsets[:-1][pair]
     return q_from, t_from, buf[pos], offsets
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
