@@ -1,8 +1,12 @@
 """The command's start: its first op call does not load torch's compiler (ops/eager.py),
-while the library, called from Python, keeps torch's guard for compiled graphs."""
+while the library, called from Python, keeps torch's guard for compiled graphs; it warms
+CUDA in the background (ops/warm.py), keys only the kernels it imports, and leaves without
+the interpreter's teardown."""
 
 import subprocess
 import sys
+
+import pytest
 
 import torchalign as ta
 from torchalign.ops.eager import skip_compiler_import
@@ -34,3 +38,42 @@ def test_skip_is_a_no_op_once_dynamo_is_loaded():
 
     assert skip_compiler_import() is False
     assert ta.levenshtein(["kitten"], ["sitting"]).tolist() == [3]
+
+
+def test_command_ends_with_its_output_flushed_and_its_exit_code():
+    # entry() leaves by os._exit, past the interpreter's teardown: nothing written may be lost
+    ok = subprocess.run([sys.executable, "-m", "torchalign", "search", "examples/query.fa", "--device", "cpu"],
+                        cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0 and len([x for x in ok.stdout.splitlines() if not x.startswith("#")]) == 10
+    assert "GCUPS" in ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "torchalign", "search", "--top", "0"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--top must be >= 1" in bad.stderr
+
+
+def test_a_kernel_module_keys_only_what_it_reaches():
+    # the first search imports and keys its own kernels, not the package's 74 (cache_keys.py)
+    code = ("import sys, torchalign_kernels.align_scan\n"
+            "print(*sorted(m.split('.')[1] for m in sys.modules if m.startswith('torchalign_kernels.')))")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["align", "align_scan", "cache_keys", "spin"]
+
+
+def test_warm_up_thread_only_on_cuda():
+    from torchalign.ops import warm
+
+    assert warm.start("cpu") is None
+
+
+@pytest.mark.gpu
+def test_warm_up_thread_readies_cuda_and_tritons_key():
+    import torch
+    from triton.runtime.cache import triton_key
+
+    from torchalign.ops import warm
+
+    thread = warm.start("cuda")
+    thread.join(timeout=60)
+    assert not thread.is_alive() and torch.cuda.is_initialized()
+    assert triton_key.cache_info().currsize == 1
