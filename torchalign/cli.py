@@ -11,6 +11,7 @@ import sys
 import time
 from contextlib import ExitStack
 from importlib import resources
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -38,12 +39,13 @@ class UsageError(Exception):
     """Bad command-line input: reported on stderr with exit code 2."""
 
 
-def entry() -> int:
+def entry() -> NoReturn:
     """The ``torchalign`` command and ``python -m torchalign``: a process of its own that never
     compiles, so its first op call skips loading torch's compiler (ops/eager.py; ~4 s of a
     warm start on the GPU host), and that ends without the interpreter's teardown (torch's
     modules and the CUDA context: ~0.4 s on the GPU host) once its output is flushed. ``main``
-    called from Python leaves the ops and the process as they are."""
+    called from Python leaves the ops and the process as they are. The commands write only to
+    stdout and stderr, so nothing else is left unflushed."""
     skip_compiler_import()
     rc = main()
     try:

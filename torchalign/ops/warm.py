@@ -18,7 +18,7 @@ import torch
 
 
 def start(device: str) -> threading.Thread | None:
-    """The warm-up thread for ``device``, started (None off CUDA or under the interpreter)."""
+    """The warm-up thread for ``device``, started (None off CUDA, or without Triton)."""
     if torch.device(device).type != "cuda":
         return None
     try:
