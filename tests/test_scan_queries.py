@@ -75,3 +75,20 @@ def test_search_launches_as_many_queries_as_the_budget_holds(kernels_on_cpu, mon
         want = ta.search(queries, db, top_k=3)
     for name in ("scores", "indices", "ends", "query_ends"):
         assert torch.equal(getattr(got, name), getattr(want, name)), name
+
+
+@pytest.mark.parametrize("every", [2, 4, 16])
+def test_hand_off_interval_changes_no_score(kernels_on_cpu, monkeypatch, every):
+    # tiles release their progress every `every` columns (a run-time argument): a tile below
+    # must wait for exactly the columns it reads, whatever the interval (here up to 12 columns,
+    # so 16 releases only at a chunk's end)
+    align_scan, q, packed, pairs = _setup(seed=3)
+    n, slots = len(q), packed.codes.numel()
+    ring = torch.empty(2 * n * slots, dtype=torch.int32)
+    monkeypatch.setattr(align_scan, "HAND_OFF_FEW", 8)
+    reference = align_scan.scan_queries(q.codes, q.offsets, 0, n, pairs, packed, 0, ring, 11, 1, rows=8)
+    assert (reference[1:] > 0).any()
+    monkeypatch.setattr(align_scan, "HAND_OFF_FEW", every)
+    assert align_scan.hand_off(packed.chunk_lengths.numel()) == every
+    assert torch.equal(align_scan.scan_queries(q.codes, q.offsets, 0, n, pairs, packed, 0, ring, 11, 1, rows=8),
+                       reference)

@@ -190,13 +190,13 @@ def _column(hs, es, h_up, f_up, diag, at_a, at_b, best, neg_open, neg_extend, ze
 
 
 @triton.jit(do_not_specialize=["q0", "n_chunks", "chunk0", "n_seqs", "slots", "best_stride",
-                               "neg_open", "neg_extend", "pad"],  # one variant per DPX / HALF
+                               "neg_open", "neg_extend", "pad", "hand_off_mask"],  # one variant per DPX / HALF
             do_not_specialize_on_alignment=["chunk_off_ptr", "chunk_len_ptr", "work_ptr"])  # (slices)
 def scan_kernel(
     q_off_ptr, q0, work_ptr, prof_ptr, db_ptr, chunk_off_ptr, chunk_len_ptr, len_ptr, n_seqs,
     chunk0, n_chunks, ring_ptr, slots, best_ptr, best_stride, ticket_ptr, flag_ptr, neg_open, neg_extend, pad,
-    ROWS: tl.constexpr, PW: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr, HALF: tl.constexpr,
-    HAND_OFF: tl.constexpr, COLS: tl.constexpr,
+    hand_off_mask, ROWS: tl.constexpr, PW: tl.constexpr, LANES: tl.constexpr, DPX: tl.constexpr,
+    HALF: tl.constexpr, COLS: tl.constexpr,
 ):
     """One tile: ROWS query rows against one chunk. Program w (its ticket, taken from an atomic
     counter when it starts, so a lower ticket has always started) takes work item
@@ -204,7 +204,7 @@ def scan_kernel(
     The work list holds the tiles of a query one after another, so tile t - 1 of the same
     query and chunk holds ticket w - n_chunks: tile t reads that tile's last row (G and F, from
     the ring) column by column as it is written, waiting on its progress counter (columns
-    done, published every HAND_OFF columns), a wavefront down the query.
+    done, published every hand_off_mask + 1 columns, a power of 2), a wavefront down the query.
     ``prof``: int16 [work item][ROWS / 8][PW][8], the tile's query profile (tile_profiles):
     entry [g][a][k] scores row 8 g + k against code a, so a lane loads 8 rows' scores of its
     code in 16 bytes, a warp's load of group g stays within 16 PW bytes (4 cache lines for
@@ -318,7 +318,7 @@ def scan_kernel(
             corner = diag1
         j = j2
         if r0 + ROWS < m:
-            if (j % HAND_OFF == 0) | (j >= n):
+            if ((j & hand_off_mask) == 0) | (j >= n):
                 tl.debug_barrier()  # every lane's stores before the release
                 tl.atomic_xchg(flag_out, tl.minimum(j, n), sem="release")
     lo, hi = _unpacked(best, HALF)
@@ -383,7 +383,19 @@ def use_dpx(device: torch.device) -> bool:
     return device.type == "cuda" and dpx_for(torch.cuda.get_device_capability(device))
 
 
-HAND_OFF = 16  # a tile publishes its progress every HAND_OFF columns
+# A tile publishes its progress every hand_off columns (a power of 2, a run-time argument):
+# HAND_OFF where the launch's chunks fill the GPU by themselves, HAND_OFF_FEW below
+# FEW_CHUNKS chunks, where the wavefront's fill (tiles x hand_off columns) is the critical
+# path. H200, 20 queries: the bundled 2,100 proteins (33 chunks) 27.9 -> 26.5 ms with 8
+# (float16 pairs 31.8 -> 27.7), the 570,000 (8,900 chunks) 1,870 -> 1,894 ms (NOTES.md).
+HAND_OFF = 16
+HAND_OFF_FEW = 8
+FEW_CHUNKS = 1024
+
+
+def hand_off(n_chunks: int) -> int:
+    """Columns between a tile's progress releases for a launch over ``n_chunks`` chunks."""
+    return HAND_OFF_FEW if n_chunks < FEW_CHUNKS else HAND_OFF
 MAX_GRID = (1 << 31) - 1  # programs per launch (grid x)
 
 
@@ -450,8 +462,8 @@ def scan_queries(q_codes, q_offsets, q0: int, q1: int, table_profile, packed, ch
         scan_kernel[(len(work) * n_c,)](
             q_offsets, q0, work, profiles, packed.codes, packed.chunk_offsets, packed.chunk_lengths,
             packed.lengths, packed.lengths.numel(), chunk0, n_c, ring, slots, out, out.stride(0), sync[:1],
-            sync[4:], pack(-gap_open), pack(-gap_extend), table_profile.shape[0] - 1,
-            ROWS=rows, PW=width, LANES=lanes, DPX=dpx, HALF=half, HAND_OFF=HAND_OFF, COLS=columns_per_step(dpx, half),
+            sync[4:], pack(-gap_open), pack(-gap_extend), table_profile.shape[0] - 1, hand_off(n_c) - 1,
+            ROWS=rows, PW=width, LANES=lanes, DPX=dpx, HALF=half, COLS=columns_per_step(dpx, half),
             num_warps=max(1, lanes // 32),
         )
     return out
