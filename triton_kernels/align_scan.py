@@ -386,16 +386,19 @@ def use_dpx(device: torch.device) -> bool:
 # A tile publishes its progress every hand_off columns (a power of 2, a run-time argument):
 # HAND_OFF where the launch's chunks fill the GPU by themselves, HAND_OFF_FEW below
 # FEW_CHUNKS chunks, where the wavefront's fill (tiles x hand_off columns) is the critical
-# path. H200, 20 queries: the bundled 2,100 proteins (33 chunks) 27.9 -> 26.5 ms with 8
-# (float16 pairs 31.8 -> 27.7), the 570,000 (8,900 chunks) 1,870 -> 1,894 ms (NOTES.md).
+# path. H200, 20 queries (NOTES.md): the bundled 2,100 proteins (33 chunks) 27.8 -> 24.7-26.2
+# ms with 8 (float16 pairs 31.5 -> 27.1-28.3); 20,000 proteins (313 chunks) 88.3 -> 88.9 ms
+# (float16 103.7 -> 105.3-106.1) and 570,000 (8,900) 1,870 -> 1,894 ms: 16 there.
 HAND_OFF = 16
 HAND_OFF_FEW = 8
-FEW_CHUNKS = 1024
+FEW_CHUNKS = 128
 
 
 def hand_off(n_chunks: int) -> int:
     """Columns between a tile's progress releases for a launch over ``n_chunks`` chunks."""
     return HAND_OFF_FEW if n_chunks < FEW_CHUNKS else HAND_OFF
+
+
 MAX_GRID = (1 << 31) - 1  # programs per launch (grid x)
 
 
