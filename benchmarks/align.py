@@ -128,8 +128,9 @@ def main() -> int:
     overall = f"search, {len(queries)} queries vs {n_db} seqs, overall"
     rows.append(Row(overall, "torchalign, one call per query (sum)", per_query_ms, total_cells, "CUPS",
                     note="sum of the per-query medians"))
-    ta.search(queries, D, sc)
-    ms, spread = time_runs(lambda: ta.search(queries, D, sc), device)
+    Q = ta.encode(queries, "protein", device)  # read once, as the command does (its encoding is not timed)
+    ta.search(Q, D, sc)
+    ms, spread = time_runs(lambda: ta.search(Q, D, sc), device)
     rows.append(Row(overall, "torchalign, one call for all queries", ms, total_cells, "CUPS",
                     "torchalign, one call per query (sum)", note=spread))
     print(clock(), overall, f"{ms:.1f} ms ({spread})", flush=True)
@@ -139,8 +140,8 @@ def main() -> int:
              (f"{min(20_000, n_db):,}-sequence slice", db[:20_000]))
     for name, seqs in small:
         B = ta.encode(seqs, "protein", device)
-        ta.search(queries, B, sc)
-        ms, spread = time_runs(lambda: ta.search(queries, B, sc), device, calls=10)
+        ta.search(Q, B, sc)
+        ms, spread = time_runs(lambda: ta.search(Q, B, sc), device, calls=10)
         rows.append(Row(f"search, {len(queries)} queries vs the {name}", "torchalign, one call", ms,
                         float(q_res) * sum(map(len, seqs)), "CUPS", note=spread))
         print(clock(), name, f"{ms:.2f} ms ({spread})", flush=True)
