@@ -36,13 +36,19 @@ def settle(modules) -> int:
         keys = new
 
 
+_SETTLED: set[str] = set()  # modules whose keys are final (their helpers' too)
+
+
 def settle_module(name: str) -> int:
-    """``settle`` the module ``name`` together with every module whose JITFunctions it reaches
-    through module globals (its helpers', transitively); the rounds it took."""
+    """``settle`` the module ``name`` together with every module not yet settled whose
+    JITFunctions it reaches through module globals (its helpers', transitively); the rounds it
+    took. A settled module's keys are final, so a caller keyed later sees its complete globals."""
     reached, todo = {}, [sys.modules[name]]
     while todo:
         module = todo.pop()
-        if module.__name__ not in reached:
+        if module.__name__ not in reached and module.__name__ not in _SETTLED:
             reached[module.__name__] = module
             todo += [sys.modules[v.fn.__module__] for v in vars(module).values() if isinstance(v, JITFunction)]
-    return settle(reached.values())
+    rounds = settle(reached.values())
+    _SETTLED.update(reached)
+    return rounds
