@@ -219,6 +219,7 @@ def drive_soft_align():
                 ta.soft_alignment(x, gap, 0.5, mode=mode)[1].sum().backward()
         x = torch.randn(2, 40, 5, requires_grad=True)  # one-state strips of 128 rows (3 rows: 32)
         ta.soft_align(x, 1.0, mode=mode).sum().backward()
+        ta.soft_alignment(x, 1.0, mode=mode)[1].sum().backward()  # its Hessian-vector product
 
 
 

@@ -135,6 +135,32 @@ def test_loss_on_the_expected_alignment_backpropagates():
                      .pow(2).sum(), args)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_double_backward_runs_one_sweep_of_each(monkeypatch, mode):
+    """A loss on the gradient runs the first-order backward once and the Hessian-vector
+    product once: the backward's use of the value adds no second first-order sweep
+    (counted, and the product still equals finite differences of the gradient)."""
+    from torchalign.cpu import soft_align as cpu
+
+    calls = {"backward": 0, "hvp": 0}
+    for name in calls:
+        def counted(*a, _f=getattr(cpu, name), _n=name, **k):
+            calls[_n] += 1
+            return _f(*a, **k)
+        monkeypatch.setattr(cpu, name, counted)
+    s, go, _, lengths = ref.random_batch(2, 5, 4, torch.float64, seed=4, linear=True)
+    x = s.clone().requires_grad_()
+    (g,) = torch.autograd.grad(ta.soft_align(x, go, mode=mode, lengths=lengths).sum(), x, create_graph=True)
+    (hz,) = torch.autograd.grad(g, x, grad_outputs=s)
+    assert calls == {"backward": 1, "hvp": 1}
+    eps = 1e-6
+    fd = []
+    for sign in (1, -1):
+        y = (s + sign * eps * s).requires_grad_()
+        fd.append(torch.autograd.grad(ta.soft_align(y, go, mode=mode, lengths=lengths).sum(), y)[0])
+    torch.testing.assert_close(hz, (fd[0] - fd[1]) / (2 * eps), rtol=1e-5, atol=1e-7)
+
+
 def test_padding_takes_no_part():
     s, go, ge, lengths = ref.random_batch(4, 6, 6, torch.float32, seed=9)
     dirty = s.clone()

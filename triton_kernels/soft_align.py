@@ -455,6 +455,13 @@ def _block(width: int) -> int:
     return 128 if width <= 128 else 1024
 
 
+def warps_for(block: int) -> int:
+    """Warps per program: 16 for rows of 1,024-column chunks (1.8x faster than 4 at
+    64 x 4,096^2 and 8 x 2,000^2 on an H200: each pair is one program, latency-bound, and
+    the scans split across more warps; 32 is slower again), 4 for 128 (benchmarks/NOTES.md)."""
+    return 16 if block >= 1024 else 4
+
+
 def _gaps(gap_open, gap_extend, linear, *more):
     """Gap tensors [B, 1, 1] or [B, N, M] (and ``more`` of the same kind: the direction of a
     Hessian-vector product) as float32 with their common strides (0 where broadcast)."""
@@ -468,7 +475,7 @@ def _gaps(gap_open, gap_extend, linear, *more):
     return (*out, strides)
 
 
-def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: bool, K: int, block=None):
+def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: bool, K: int, block=None, warps=None):
     """(value [B], table [B, N // K + 1, 3, M + 1]) of the three-state DP (float32)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -478,13 +485,15 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: boo
     table = torch.empty((B, R, 3, M + 1), dtype=torch.float32, device=s.device)
     work = torch.empty((B, 2, 3, M + 1), dtype=torch.float32, device=s.device) if K > 1 else table
     value = torch.empty(B, dtype=torch.float32, device=s.device)
+    blk = block or _block(M + 1)
     if B:
         soft_align_fwd_kernel[(B,)](s, N * M, M, go, ge, g_b, g_i, g_j, q_lens, t_lens, table, R * row, work,
-                                    work.stride(0), row, K, value, MODE=mode, BLOCK=block or _block(M + 1))
+                                    work.stride(0), row, K, value, MODE=mode, BLOCK=blk,
+                                    num_warps=warps or warps_for(blk))
     return value, table
 
 
-def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None):
+def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None, warps=None):
     """The backward kernel; ``hvp``: (dtab, dvalue, zs, zo, ze) for the derivative along z."""
     B, N, M = s.shape
     g_b, g_i, g_j = strides
@@ -499,24 +508,26 @@ def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, line
     g_open = torch.zeros(shape, dtype=torch.float32, device=dev)
     g_ext = torch.zeros(shape, dtype=torch.float32, device=dev)
     dtab, dvalue, zs, zo, ze = hvp or (table, value, s, go, ge)
+    blk = block or _block(M + 1)
     if B:
         soft_align_bwd_kernel[(B,)](s, N * M, M, go, ge, g_b, g_i, g_j, q_lens, t_lens, table, R * row, seg,
                                     seg.stride(0), q_buf, q_buf.stride(0), row, K, value.float().contiguous(),
                                     grad.float().contiguous(), gs, N * M, M, g_open, g_ext, N * M if full else 1,
                                     M if full else 0, 1 if full else 0, dtab, dvalue, zs, zo, ze, dq_buf,
-                                    FULL_GAPS=full, MODE=mode, HVP=hvp is not None, BLOCK=block or _block(M + 1))
+                                    FULL_GAPS=full, MODE=mode, HVP=hvp is not None, BLOCK=blk,
+                                    num_warps=warps or warps_for(blk))
     if linear:  # one gap: the opening and extending moves both read gap_open
         return gs, g_open + g_ext, torch.zeros_like(g_ext)
     return gs, g_open, g_ext
 
 
 def backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode: int, linear: bool, K: int,
-             block=None):
+             block=None, warps=None):
     """(d scores, d gap_open, d gap_extend) times grad: gap gradients [B, N, M] for
     position-specific gaps, else [B]; linear: all of it in d gap_open."""
     s = scores.float().contiguous()
     go, ge, strides = _gaps(gap_open, gap_extend, linear)
-    return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block)
+    return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, warps=warps)
 
 
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

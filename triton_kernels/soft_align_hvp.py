@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_align import NEG, _block, _gaps, _lin_combine, _p, _sweep, forward
+from .soft_align import NEG, _block, _gaps, _lin_combine, _p, _sweep, forward, warps_for
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'g_b', 'g_i', 'g_j', 'tab_b', 'row_stride'])
@@ -152,22 +152,26 @@ def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_
 
 
 def hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad, z_scores, z_open, z_extend, mode: int,
-        linear: bool, block=None):
+        linear: bool, block=None, table=None):
     """The derivatives of backward()'s outputs along z = (z_scores, z_open, z_extend) and of
     the value (d value along z): a tangent sweep forward, then the backward kernel with
-    the adjoints' tangents. Holds the full value and tangent tables (24 B per cell)."""
+    the adjoints' tangents. ``table``: forward()'s full table ([B, N + 1, 3, M + 1]) if the
+    caller kept it, else it is recomputed. Holds the full value and tangent tables (24 B
+    per cell)."""
     s = scores.float().contiguous()
     zs = z_scores.float().contiguous()
     go, ge, zo, ze, strides = _gaps(gap_open, gap_extend, linear, z_open, z_open if linear else z_extend)
     B, N, M = s.shape
-    _, table = forward(s, go, ge, q_lens, t_lens, mode, linear, 1, block)
+    if table is None or table.shape[1:3] != (N + 1, 3):
+        _, table = forward(s, go, ge, q_lens, t_lens, mode, linear, 1, block)
     dtab = torch.empty_like(table)
     dvalue = torch.empty(B, dtype=torch.float32, device=s.device)
     value = value.float().contiguous()
+    blk = block or _block(M + 1)
     if B:
         soft_align_tangent_kernel[(B,)](s, N * M, M, go, ge, *strides, q_lens, t_lens, table, table.stride(0),
                                         3 * (M + 1), value, zs, zo, ze, dtab, dvalue, MODE=mode,
-                                        BLOCK=block or _block(M + 1))
+                                        BLOCK=blk, num_warps=warps_for(blk))
     out = _sweep(s, go, ge, strides, q_lens, t_lens, table, 1, value, grad, mode, linear, block,
                  (dtab, dvalue, zs, zo, ze))
     return (*out, dvalue)

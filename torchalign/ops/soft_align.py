@@ -20,8 +20,10 @@ interpreter) run the Triton kernels. Linear gaps of one value per pair without
 checkpoints run torchalign_kernels.soft_align_diag: one state by anti-diagonals, 4 B per
 cell, table [B, N + 1, 1, M + 1] (S = 1; its own slot order). Everything else runs the
 three-state kernels of torchalign_kernels.soft_align (S = 3). The Hessian-vector product
-runs soft_align_hvp (with soft_align's backward kernel), which recomputes and holds the
-full three-state value table and its tangents, 24 B per cell. float64 runs the torch code
+of the one-state table runs soft_align_diag.hvp (a tangent sweep and a backward sweep with
+the adjoints' derivatives, the tangents 4 B per cell more); of the three-state table
+soft_align_hvp (with soft_align's backward kernel), which reads the saved table when every
+row was kept (K = 1; else recomputes it) and holds the tangents, 24 B per cell in all. float64 runs the torch code
 of torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on
 CUDA is correct but slow, a Python loop of small launches per row). Working memory of the
 kernels besides the table and the gradients: three states, a two-row scratch per pair and
@@ -105,9 +107,13 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode, li
 def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
                    table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    if _kernel_path(scores):  # (recomputes the full value table: the tangent sweep reads every row)
+    if _kernel_path(scores) and table.shape[2] == 1:  # the one-state kernels' table
+        gs, dg, dgrad = kernels("soft_align_diag").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table, value,
+                                                       grad.contiguous(), z_scores, z_open.reshape(-1), mode)
+        return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend), dgrad
+    if _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
         gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
-                                                      z_scores, z_open, z_extend, mode, linear)
+                                                      z_scores, z_open, z_extend, mode, linear, table=table)
     else:
         P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
         gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
@@ -130,8 +136,11 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad_value, grad_table):
-    saved = ctx.saved_tensors
-    gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, grad_value, *ctx.args)
+    *saved, value = ctx.saved_tensors
+    # value detached: the Hessian-vector product already holds the whole derivative through
+    # it (soft_align_hvp returns none for it); an edge back to the forward would only run a
+    # second first-order backward on zeros in every double backward
+    gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, value.detach(), grad_value, *ctx.args)
     return gs, go, ge, None, None, None, None, None
 
 
