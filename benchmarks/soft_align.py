@@ -144,7 +144,7 @@ def impls_nw(device, B, N, M, ours_only: bool, kind: str = "nw"):
 
     if hasattr(ta, "soft_align"):
         f = lambda s: ta.soft_align(s, *gaps, mode=mode, temperature=1.0)  # noqa: E731
-        out.append(("ours soft_align", kind, f, fb(f)))
+        out.append(("ours soft_align", kind, f, fb(f), hvp_of(f)))
         ck = max(2, int(math.sqrt(N)))
         if "checkpoint" in inspect.signature(ta.soft_align).parameters:
             fck = lambda s: ta.soft_align(s, *gaps, mode=mode, temperature=1.0, checkpoint=ck)  # noqa: E731
@@ -225,11 +225,18 @@ def hvp_of(f):
     return run
 
 
-def hvp_reference(scores, big: bool):
-    """(value, H u) of -soft_dtw(-scores) in float64 by the torch path (None past 2e8 cells)."""
+def hvp_reference(scores, big: bool, kind: str = "dtw"):
+    """(value, H u) in float64 by the torch path (None past 2e8 cells): -soft_dtw(-scores),
+    or soft_align with the workload's gaps and mode."""
+    conv = "sdtw" if kind == "dtw" else kind
     if big:
-        return reference(scores, "sdtw", False)
-    v, hv = hvp_of(lambda s: -ta.soft_dtw(-s, 1.0))(scores.double())
+        return reference(scores, conv, False)
+    if kind == "dtw":
+        f = lambda s: -ta.soft_dtw(-s, 1.0)  # noqa: E731
+    else:
+        gaps, mode = SOFT_ALIGN_ARGS[kind]
+        f = lambda s: ta.soft_align(s, *gaps, mode=mode)  # noqa: E731
+    v, hv = hvp_of(f)(scores.double())
     return v.detach(), hv
 
 
@@ -284,6 +291,41 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     return out
 
 
+# ------------------------------------------------------------------ checkpoints ----------
+CHECKPOINT_SIZE = (64, 4096, 4096)  # the issue's: 64 affine pairs of 4,096 x 4,096
+
+
+def run_checkpoints(device, runs, rows, small: bool):
+    """Forward + backward of affine soft NW with every row kept and with checkpoint="auto":
+    time, peak memory beyond the scores and their gradient, and the same numbers either way
+    (the same kernel: value rel 1e-6, gradient abs 1e-5)."""
+    B, N, M = (2, 64, 64) if small else CHECKPOINT_SIZE
+    scores = torch.randn(B, N, M, generator=torch.Generator(device="cpu").manual_seed(SEED)).to(device)
+    wl = f"affine {B} x {N} x {M} forward + backward"
+    out = {}
+    for ck in (None, "auto"):
+        def run():
+            x = scores.detach().requires_grad_(True)
+            v = ta.soft_align(x, *AFFINE, checkpoint=ck)
+            (g,) = torch.autograd.grad(v.sum(), x)
+            return v, g
+        out[ck] = run()
+        med, lo, hi, peak = timed(run, device, runs)
+        beyond = peak - scores.numel() * 4  # (the gradient is the one tensor of the scores' size it returns)
+        note = f"{lo:.3g}..{hi:.3g} ms" + (f", peak {beyond / 2**20:.0f} MiB beyond the gradient"
+                                           if device.type == "cuda" else "")
+        rows.append(Row(wl, f"ours soft_align checkpoint={ck}", med, B * N * M, "cells/s",
+                        ref=None if ck is None else "ours soft_align checkpoint=None", verified="", note=note))
+        print(f"  {wl} checkpoint={ck}: {med:.1f} ms ({note})", flush=True)
+        del run
+    same = (torch.allclose(out[None][0], out["auto"][0], rtol=1e-6, atol=0)
+            and torch.allclose(out[None][1], out["auto"][1], rtol=0, atol=1e-5))
+    for r in rows[-2:]:
+        r.verified = "yes (the same numbers either way)" if same else "no: the two modes differ"
+    if not same:
+        FAILURES.append(f"{wl}: checkpoint='auto' differs from the full table")
+
+
 # ------------------------------------------------------------------ one workload ---------
 def run_workload(kind, device, B, N, M, ours_only, runs, rows):
     g = torch.Generator(device="cpu").manual_seed(SEED)
@@ -307,9 +349,9 @@ def run_workload(kind, device, B, N, M, ours_only, runs, rows):
         for mode, fn in (("forward", fwd), ("forward + backward", fwd_bwd), (HVP_MODE, hvp)):
             if fn is None:
                 continue
-            if mode == HVP_MODE:  # its reference: the float64 torch path of ta.soft_dtw's double backward
+            if mode == HVP_MODE:  # its reference: the float64 torch path of the same double backward
                 if "hvp" not in refs:
-                    refs["hvp"] = hvp_reference(scores, big)
+                    refs["hvp"] = hvp_reference(scores, big, kind)
                 ref_v, ref_g = refs["hvp"]
             try:
                 with torch.no_grad() if mode == "forward" else torch.enable_grad():
@@ -339,7 +381,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"))
     ap.add_argument("--small", action="store_true", help="tiny sizes (a CPU smoke test)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per row (>= 3)")
-    ap.add_argument("--only", choices=("nw", "dtw", "affine", "local"))
+    ap.add_argument("--only", choices=("nw", "dtw", "affine", "local", "checkpoint"))
     args = ap.parse_args()
     device = pick_device()
     runs = max(3, args.runs)
@@ -349,8 +391,11 @@ def main():
           f"torch {torch.__version__}, commit {commit}", flush=True)
     t0 = time.perf_counter()
     rows: list[Row] = []
-    for kind in ("nw", "dtw", "affine", "local"):
+    for kind in ("nw", "dtw", "affine", "local", "checkpoint"):
         if args.only not in (None, kind):
+            continue
+        if kind == "checkpoint":
+            run_checkpoints(device, runs, rows, args.small)
             continue
         plan = [(s, False) for s in sizes] + [(s, True) for s in ours_only]
         if kind in ("affine", "local"):  # the issue's other modes: the first size, ours and the JAX form

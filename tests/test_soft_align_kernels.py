@@ -88,8 +88,11 @@ def test_kernels_edges_and_default_block(monkeypatch, mode):
     _compare(_run(s, go, ge, mode, T, lengths), want)
     _small_chunks(monkeypatch, 8)
     _compare(_run(s, go, ge, mode, T, lengths, 2), want)
-    want = _cpu_path(monkeypatch, s, go, None, mode, T, lengths)  # linear gaps: the one-state kernels
+    want = _cpu_path(monkeypatch, s, go, None, mode, T, lengths)  # linear gaps: the three-state kernels
     _compare(_run(s, go, None, mode, T, lengths, 2), want)
+    monkeypatch.undo()  # (and the TORCHALIGN_CPU_BACKEND fixture: set it again)
+    monkeypatch.setenv("TORCHALIGN_CPU_BACKEND", "triton")
+    _compare(_run(s, go, None, mode, T, lengths), want)  # the one-state kernels, one strip of 32 rows per pair
     for shape in ((2, 0, 3), (2, 3, 0), (0, 2, 2)):  # empty sides in the tensor's shape
         x = torch.randn(*shape)
         lens = (torch.full((shape[0],), shape[1]), torch.full((shape[0],), shape[2]))

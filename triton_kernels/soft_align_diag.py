@@ -273,6 +273,8 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         value = tl.sum(dacc, 0)
         if (MODE == 0) & (n == 0) & (k == 0):  # the value is row 0's
             value = -m.to(tl.float32) * zg
+    elif (S == 1) & (MODE == 1):  # the whole value (the caller combines nothing): + the empty alignment
+        value = _lse2(value, tl.zeros_like(value))
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
     tl.store(part_ptr + b * S + k, value)
@@ -292,6 +294,23 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other):
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
+
+
+@triton.jit
+def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
+    """Zeros in the gradient past the pair's lengths, in this strip's rows: columns m.. of
+    rows up to n, every column of the rows past n (the sweep writes the live cells only)."""
+    ZB: tl.constexpr = 32
+    rows = r0 + tl.arange(0, BLOCK)  # the gradient's row i - 1
+    keep = rows < s_b // tl.maximum(s_i, 1)  # N
+    past = rows >= n
+    grow = gp + rows.to(tl.int64) * s_i
+    c0 = tl.where(r0 + BLOCK > n, 0, (m // ZB) * ZB)
+    while c0 < s_i:
+        cols = c0 + tl.arange(0, ZB)
+        pad = keep[:, None] & (cols[None, :] < s_i) & (past[:, None] | (cols[None, :] >= m))
+        tl.store(grow[:, None] + cols[None, :], tl.zeros((BLOCK, ZB), tl.float32), mask=pad)
+        c0 += ZB
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
@@ -334,6 +353,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     flag_in = flag_out + 1
     seen = 0
     r0 = k * BLOCK
+    _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK)
     if r0 < n:
         R = tl.minimum(n - r0, BLOCK)
         below_too = r0 + R < n  # a strip below hands its flows up
@@ -529,6 +549,8 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
     if not B:
         return s.new_empty(0), table
     part = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off)
+    if part.shape[1] == 1:  # one strip per pair: the kernel's value is the whole (small calls: no more launches)
+        return part[:, 0], table
     value = torch.logsumexp(part, 1)
     return (torch.logaddexp(value, torch.zeros_like(value)) if mode == 1 else value), table  # local: + the empty one
 
@@ -551,7 +573,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
 def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None):
     """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue)."""
     B, N, M = s.shape
-    gs = torch.zeros((B, N, M), dtype=torch.float32, device=s.device)
+    gs = torch.empty((B, N, M), dtype=torch.float32, device=s.device)  # (the kernel writes every cell)
     if not B:
         return gs, s.new_empty(0)
     blk = block or block_for(N)
@@ -565,7 +587,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
                                          gs, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
                                          num_warps=warps or _warps(blk))
-    return gs, dg.sum(1)
+    return gs, (dg[:, 0] if S == 1 else dg.sum(1))  # (small calls: one launch fewer)
 
 
 def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF):
