@@ -410,8 +410,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             live = lane & (j >= 0) & (j <= m)
             has_l = live & (j >= 1)
             ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
+            sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
             if MODE == 1:
                 ld = _lse2(tl.zeros_like(Vd), Vd)
+                sig = _p(Vd, ld)
             dterm = tl.where(has_l, s + ld, NEG)
             uterm = tl.where(live, Vu - g, NEG)
             lterm = tl.where(has_l, Vl - g, NEG)
@@ -432,9 +434,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             if HVP:  # the same for the derivatives along z
                 dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t - 1, offs,
                                                           lane, bottom, m, 0.0)
-                sig = tl.zeros_like(Vd) + 1.0
-                if MODE == 1:
-                    sig = _p(Vd, ld)  # d lse(0, Vd) = sig d Vd
                 dd = zs + sig * dVd
                 du = dVu - zg
                 dl = dVl - zg
@@ -461,7 +460,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, ql, 0.0)
             if MODE == 1:
-                fd = qd * _p(Vd, ld)  # the part of lse(0, Vd) that came from Vd
+                fd = qd * sig  # the part of lse(0, Vd) that came from Vd
             else:
                 fd = qd
             if HVP:
