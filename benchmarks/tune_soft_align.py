@@ -38,6 +38,7 @@ def kernel_variants(sizes, runs):
     """The one-state kernels alone, by rows per strip, warps per strip and hand-off: forward and
     backward medians."""
     from torchalign_kernels import soft_align_diag as D
+    from torchalign_kernels import soft_align_diag_bwd as DB
 
     for size in sizes:
         B, N, M = (int(x) for x in size.split("x"))
@@ -49,7 +50,7 @@ def kernel_variants(sizes, runs):
             f = timed(lambda: D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h), runs)
             v, tab = D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h)
             gr = torch.ones_like(v)
-            b = timed(lambda: D.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w, hand_off=h), runs)
+            b = timed(lambda: DB.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w, hand_off=h), runs)
             print(f"{size} BLOCK {blk} warps {w} hand-off {h}: fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) bwd {b[0]:.3f} "
                   f"({b[1]:.3f}..{b[2]:.3f}) ms", flush=True)
 
@@ -97,12 +98,13 @@ def profile_host():
     st.print_callees("backend_impl")
     # the kernels alone, launched from Python (no custom op, no autograd)
     from torchalign_kernels import soft_align_diag as D
+    from torchalign_kernels import soft_align_diag_bwd as DB
     g = torch.ones(256, device="cuda")
     n = m = torch.full((256,), 128, device="cuda")
     t0 = time.perf_counter()
     for _ in range(20):
         v, tab = D.forward(s, g, n, m, 0)
-        D.backward(s, g, n, m, tab, v, torch.ones_like(v), 0)
+        DB.backward(s, g, n, m, tab, v, torch.ones_like(v), 0)
     print(f"host time per forward + backward launch pair (no op): {(time.perf_counter() - t0) / 20 * 1e3:.3f} ms")
 
 

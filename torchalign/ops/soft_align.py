@@ -17,18 +17,20 @@ Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
 float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under the
 interpreter) run the Triton kernels. Linear gaps of one value per pair without
-checkpoints run torchalign_kernels.soft_align_diag: one state by anti-diagonals, 4 B per
-cell, table [B, N + 1, 1, M + 1] (S = 1; its own slot order). Everything else runs the
-three-state kernels of torchalign_kernels.soft_align (S = 3). The Hessian-vector product
-of the one-state table runs soft_align_diag.hvp (a tangent sweep and a backward sweep with
-the adjoints' derivatives, the tangents 4 B per cell more); of the three-state table
-soft_align_hvp (with soft_align's backward kernel), which reads the saved table when every
-row was kept (K = 1; else recomputes it) and holds the tangents, 24 B per cell in all. float64 runs the torch code
-of torchalign.cpu.soft_align on any device (the kernels compute in float32; float64 on
-CUDA is correct but slow, a Python loop of small launches per row). Working memory of the
-kernels besides the table and the gradients: three states, a two-row scratch per pair and
-with K > 1 one segment of K rows per pair; one state, two rows of flows per strip of 128
-rows (the backward's hand-over between strips).
+checkpoints run torchalign_kernels.soft_align_diag (forward) and soft_align_diag_bwd
+(backward): one state by anti-diagonals, 4 B per cell, table [B, N + 1, 1, M + 1]
+(S = 1; its own slot order). Everything else runs the three-state kernels of
+torchalign_kernels.soft_align (S = 3). The Hessian-vector product of the one-state table
+runs soft_align_diag_bwd.hvp (a tangent sweep and a backward sweep with the adjoints'
+derivatives, the tangents 4 B per cell more); of the three-state table soft_align_hvp
+(with soft_align's backward kernel), which reads the saved table when every row was kept
+(K = 1; else recomputes it) and holds the tangents, 24 B per cell in all. float64 runs
+the torch code of torchalign.cpu.soft_align on any device (the kernels compute in
+float32; float64 on CUDA is correct but slow, a Python loop of small launches per row).
+Working memory of the kernels besides the table and the gradients: three states, a
+two-row scratch per pair and with K > 1 one segment of K rows per pair; one state, two
+rows of flows per strip of 128 rows (four for the Hessian-vector product: the backward's
+hand-over between strips).
 """
 
 from __future__ import annotations
@@ -86,8 +88,8 @@ def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_
                         table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
                         checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:
-        gs, dg = kernels("soft_align_diag").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table, value,
-                                                     grad.contiguous(), mode)
+        gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
+                                                         value, grad.contiguous(), mode)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
@@ -108,8 +110,9 @@ def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens:
                    table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:  # the one-state kernels' table
-        gs, dg, dgrad = kernels("soft_align_diag").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table, value,
-                                                       grad.contiguous(), z_scores, z_open.reshape(-1), mode)
+        gs, dg, dgrad = kernels("soft_align_diag_bwd").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table,
+                                                           value, grad.contiguous(), z_scores, z_open.reshape(-1),
+                                                           mode)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend), dgrad
     if _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
         gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,

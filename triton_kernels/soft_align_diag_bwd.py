@@ -1,0 +1,321 @@
+"""Soft alignment with linear gaps, one state, by anti-diagonals: the backward sweep and
+the Hessian-vector product (the layout, the table and the strips: soft_align_diag.py).
+
+Adjoints Q from the last step to the first; a cell's Q is the sum of the flows from its
+successors (right: the lane's own last step; down and down-right: the lane below's last
+two steps, shifted up by ``tl.gather``); flows into row 0 and into a strip's top row are
+handed over through a buffer, strip k - 1 reading strip k's as they are written.
+
+The Hessian-vector product runs soft_align_diag's forward kernel with TANGENT set (dV
+along z), then this kernel with HVP set: the adjoints' derivatives dQ ride beside Q,
+dQ_from = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to) (Mensch &
+Blondel 2018, Algorithms 2 and 3).
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .cache_keys import settle_module
+from .soft_align import NEG, _lse2, _p
+from .soft_align_diag import (HAND_OFF, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait, _warps,
+                              block_for)
+from .spin import GAVE_UP
+
+
+@triton.jit
+def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other):
+    """What step u of the backward sweep reads besides V and Vu (the step before's): V at
+    (i, j - 1) and (i - 1, j - 1), the score s[i, j], and in the strip's last lane the flows
+    from the strip below. q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq: (r0, u - 1).
+    The same for the tangents (dtab, zs, the flows' tangents: other = 0)."""
+    j = u - offs
+    nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
+    Vl = tl.load(tab + q1 + offs, mask=nxt, other=other)
+    Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=other)
+    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
+    below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
+    below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
+    return Vl, Vd, s, below
+
+
+@triton.jit
+def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
+    """Zeros in the gradient past the pair's lengths, in this strip's rows: columns m.. of
+    rows up to n, every column of the rows past n (the sweep writes the live cells only)."""
+    ZB: tl.constexpr = 32
+    rows = r0 + tl.arange(0, BLOCK)  # the gradient's row i - 1
+    keep = rows < s_b // tl.maximum(s_i, 1)  # N
+    past = rows >= n
+    grow = gp + rows.to(tl.int64) * s_i
+    c0 = tl.where(r0 + BLOCK > n, 0, (m // ZB) * ZB)
+    while c0 < s_i:
+        cols = c0 + tl.arange(0, ZB)
+        pad = keep[:, None] & (cols[None, :] < s_i) & (past[:, None] | (cols[None, :] >= m))
+        tl.store(grow[:, None] + cols[None, :], tl.zeros((BLOCK, ZB), tl.float32), mask=pad)
+        c0 += ZB
+
+
+@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
+def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr,
+                               gs_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr,
+                               MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, HVP: tl.constexpr):
+    """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
+    of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
+    adjoint of the aligned-pair term (the expected alignment times grad), dg[b, k] = - grad
+    times the strip's expected number of gap positions. Flows into the strip's top row go
+    to f[b, k] (two rows: down, down-right), which strip k - 1 reads as they are written
+    (progress counter sync[2 + b S + k]: columns done from the right).
+    HVP: the backward half of the Hessian-vector product: with dV (dtab) and d value
+    (dvalue) from the TANGENT forward along z (zs, zg), the adjoints' derivatives dQ ride
+    along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
+    dg get the derivatives of the first-order outputs along z; f holds four rows (the
+    flows, then their derivatives)."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = S - 1 - ticket // B
+    n = tl.load(q_ptr + b).to(tl.int32)
+    m = tl.load(t_ptr + b).to(tl.int32)
+    g = tl.load(g_ptr + b)
+    value = tl.load(value_ptr + b)
+    gout = tl.load(grad_ptr + b)
+    sp = s_ptr + b * s_b
+    gp = gs_ptr + b * s_b
+    tab = tab_ptr + b * tab_b
+    offs = tl.arange(0, BLOCK)
+    idx_dn = tl.minimum(offs + 1, BLOCK - 1)
+    gaps = tl.zeros((BLOCK,), tl.float32)  # the flow through gap edges, per lane (HVP: its derivative)
+    vv = tl.zeros((BLOCK,), tl.float32) + value
+    zg = 0.0
+    dvv = tl.zeros((BLOCK,), tl.float32)
+    if HVP:
+        zg = tl.load(zg_ptr + b)
+        dvv += tl.load(dvalue_ptr + b)
+        dtab = dtab_ptr + b * tab_b
+    flag_out = sync_ptr + 2 + b * S + k
+    flag_in = flag_out + 1
+    seen = 0
+    r0 = k * BLOCK
+    _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK)
+    if r0 < n:
+        R = tl.minimum(n - r0, BLOCK)
+        below_too = r0 + R < n  # a strip below hands its flows up
+        lane = offs < R
+        i = r0 + 1 + offs
+        last_row = i == n
+        bottom = (offs == R - 1) & (i < n)  # the strip's last lane takes flows from the strip below
+        NF: tl.constexpr = 4 if HVP else 2  # rows of flows per strip
+        f_out = f_ptr + b * f_b + k.to(tl.int64) * NF * (m + 1)
+        f_in = f_out + NF * (m + 1)
+        srow = sp + (r0 + offs).to(tl.int64) * s_i
+        grow = gp + (r0 + offs).to(tl.int64) * s_i
+        f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
+        f_down = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j), the lane below's last step
+        f_dr1 = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j + 1): shifted last step, used next step
+        f_dr = tl.zeros((BLOCK,), tl.float32)
+        df_left = tl.zeros((BLOCK,), tl.float32)  # HVP: their derivatives
+        df_down = tl.zeros((BLOCK,), tl.float32)
+        df_dr1 = tl.zeros((BLOCK,), tl.float32)
+        df_dr = tl.zeros((BLOCK,), tl.float32)
+        t = R + m - 1
+        top = offs == 0
+        q1 = _slot(t - 1, 0, r0, R, m)  # slots of lane 0 at steps u - 1 and u - 2 (the others follow it)
+        q2 = q1 - _slot_step(t - 2, R, m)
+        tq = _top_slot(r0, t - 1, m, BLOCK)  # slot of (r0, u - 1)
+        j = t - offs
+        live = lane & (j >= 0) & (j <= m)
+        V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
+        up_slot = tl.where(top, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1)
+        Vu = tl.load(tab + up_slot, mask=live, other=NEG)  # (i - 1, j)
+        if below_too:
+            seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
+        Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m, NEG)
+        dV = tl.zeros((BLOCK,), tl.float32)
+        dVu = tl.zeros((BLOCK,), tl.float32)
+        dVl = tl.zeros((BLOCK,), tl.float32)
+        dVd = tl.zeros((BLOCK,), tl.float32)
+        zs = tl.zeros((BLOCK,), tl.float32)
+        dbelow = tl.zeros((BLOCK,), tl.float32)
+        if HVP:
+            zrow = zs_ptr + b * s_b + (r0 + offs).to(tl.int64) * s_i
+            dV = tl.load(dtab + _slot(t, 0, r0, R, m) + offs, mask=live, other=0.0)
+            dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
+            dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t, offs, lane, bottom,
+                                              m, 0.0)
+        while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
+            q1 = q2
+            q2 -= _slot_step(t - 3, R, m)
+            tq -= _top_step(r0, t - 2, m, BLOCK)
+            if below_too & (t - R >= 0):  # the flows into the last row at column t - R
+                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - R)), seen)
+            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG)
+            j = t - offs
+            live = lane & (j >= 0) & (j <= m)
+            has_l = live & (j >= 1)
+            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
+            sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
+            if MODE == 1:
+                ld = _lse2(tl.zeros_like(Vd), Vd)
+                sig = _p(Vd, ld)
+            dterm = tl.where(has_l, s + ld, NEG)
+            uterm = tl.where(live, Vu - g, NEG)
+            lterm = tl.where(has_l, Vl - g, NEG)
+            pd = _p(dterm, V)
+            pu = _p(uterm, V)
+            pl = _p(lterm, V)
+            tot = pd + pu + pl
+            tot = tl.where(tot > 0, tot, 1.0)
+            pd = pd / tot
+            pu = pu / tot
+            pl = pl / tot
+            q = f_left + f_down + f_dr + below
+            if MODE == 0:
+                q += tl.where(live & last_row & (j == m), gout, 0.0)
+            qd = q * pd  # the adjoint of the aligned-pair term
+            qu = q * pu
+            ql = q * pl
+            if HVP:  # the same for the derivatives along z
+                dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t - 1, offs,
+                                                          lane, bottom, m, 0.0)
+                dd = zs + sig * dVd
+                du = dVu - zg
+                dl = dVl - zg
+                dq = df_left + df_down + df_dr + dbelow
+                dqd = dq * pd + q * pd * (dd - dV)
+                dqu = dq * pu + q * pu * (du - dV)
+                dql = dq * pl + q * pl * (dl - dV)
+            if MODE == 1:
+                e = tl.where(has_l, gout * _p(dterm, vv), 0.0)  # the end edge from M
+                qd += e
+                if HVP:
+                    dqd += e * (dd - dvv)
+            elif MODE == 2:
+                e_node = _lse2(dterm, uterm)
+                e = tl.where(live & last_row, gout * _p(e_node, vv), 0.0)
+                ed = e * _p(dterm, e_node)
+                eu = e * _p(uterm, e_node)
+                qd += ed
+                qu += eu
+                if HVP:
+                    dqd += ed * (dd - dvv)
+                    dqu += eu * (du - dvv)
+            qd = tl.where(live, qd, 0.0)
+            qu = tl.where(live, qu, 0.0)
+            ql = tl.where(live, ql, 0.0)
+            if MODE == 1:
+                fd = qd * sig  # the part of lse(0, Vd) that came from Vd
+            else:
+                fd = qd
+            if HVP:
+                dqd = tl.where(live, dqd, 0.0)
+                dqu = tl.where(live, dqu, 0.0)
+                dql = tl.where(live, dql, 0.0)
+                dfd = dqd * sig
+                if MODE == 1:
+                    dfd += qd * sig * (1.0 - sig) * dVd
+                tl.store(grow + j - 1, dqd, mask=has_l)
+                cu = dqu  # what the gap terms and the flows into row 0 count
+                cd = dfd
+                gaps += dqu + dql
+            else:
+                tl.store(grow + j - 1, qd, mask=has_l)
+                cu = qu
+                cd = fd
+                gaps += qu + ql
+            if MODE == 0:  # flows into row 0 travel j gap positions along it
+                if r0 == 0:
+                    gaps += tl.where(top & live, j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
+            tl.store(f_out + j, qu, mask=top & live)
+            tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
+            f_left = ql
+            f_dr = f_dr1
+            if HVP:
+                tl.store(f_out + 2 * (m + 1) + j, dqu, mask=top & live)
+                tl.store(f_out + 3 * (m + 1) + j - 1, dfd, mask=top & has_l)
+                df_left = dql
+                df_dr = df_dr1
+                df_down = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dqu, idx_dn, 0))
+                df_dr1 = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dfd, idx_dn, 0))
+                dV = dVl
+                dVu = dVd
+                dVl = dVl_n
+                dVd = dVd_n
+                zs = zs_n
+                dbelow = dbelow_n
+            f_down = tl.where(offs == BLOCK - 1, 0.0, tl.gather(qu, idx_dn, 0))
+            f_dr1 = tl.where(offs == BLOCK - 1, 0.0, tl.gather(fd, idx_dn, 0))
+            if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
+                done = m + 1 - t
+                if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
+                    tl.atomic_xchg(flag_out, done, sem="release")
+            V = Vl
+            Vu = Vd
+            Vl = Vl_n
+            Vd = Vd_n
+            s = s_n
+            below = below_n
+            t -= 1
+        if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
+            jj = 0
+            while jj < m:
+                tl.store(grow + jj, float("nan"), mask=lane)
+                jj += 1
+    dg = -tl.sum(gaps, 0)
+    if MODE == 0:
+        if (n == 0) & (k == 0):  # the value is row 0's: m gap positions (no derivative along z)
+            dg = tl.where(HVP, 0.0, -gout * m.to(tl.float32))
+    if seen == GAVE_UP:
+        dg = float("nan")
+    tl.store(dg_ptr + b * S + k, dg)
+
+
+def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None):
+    """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue)."""
+    B, N, M = s.shape
+    gs = torch.empty((B, N, M), dtype=torch.float32, device=s.device)  # (the kernel writes every cell)
+    if not B:
+        return gs, s.new_empty(0)
+    blk = block or block_for(N)
+    S = max(1, triton.cdiv(N, blk))
+    dg = s.new_empty(B, S)
+    flows = s.new_empty(B, S, 4 if hvp else 2, M + 1)
+    sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
+    zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
+    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+                                         table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
+                                         gs, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
+                                         BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
+                                         num_warps=warps or _warps(blk))
+    return gs, (dg[:, 0] if S == 1 else dg.sum(1))  # (small calls: one launch fewer)
+
+
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF):
+    """(d scores [B, N, M], d gap [B]) times grad."""
+    return _sweep_backward(scores.float().contiguous(), gap, q_lens, t_lens, table, value, grad, mode, block, warps,
+                           hand_off)
+
+
+def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: int, block=None, warps=None,
+        hand_off=HAND_OFF):
+    """The derivatives of backward()'s outputs along z = (z_scores [B, N, M], z_gap [B]), and
+    d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
+    the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
+    the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3)."""
+    s = scores.float().contiguous()
+    B, N, M = s.shape
+    if not B:
+        return torch.zeros_like(s), s.new_empty(0), s.new_empty(0)
+    zs = z_scores.float().contiguous()
+    zg = z_gap.float().contiguous()
+    value = value.float().contiguous()
+    dtab = torch.empty_like(table)
+    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off,
+                            (zs, zg, dtab, value)).sum(1)
+    gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
+                             (zs, zg, dtab, dvalue))
+    return gs, dg, dvalue
+
+
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
