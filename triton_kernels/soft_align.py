@@ -475,7 +475,7 @@ def _gaps(gap_open, gap_extend, linear, *more):
     return (*out, strides)
 
 
-def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: bool, K: int, block=None, warps=None):
+def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: bool, K: int, block=None):
     """(value [B], table [B, N // K + 1, 3, M + 1]) of the three-state DP (float32)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
@@ -488,12 +488,11 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: boo
     blk = block or _block(M + 1)
     if B:
         soft_align_fwd_kernel[(B,)](s, N * M, M, go, ge, g_b, g_i, g_j, q_lens, t_lens, table, R * row, work,
-                                    work.stride(0), row, K, value, MODE=mode, BLOCK=blk,
-                                    num_warps=warps or warps_for(blk))
+                                    work.stride(0), row, K, value, MODE=mode, BLOCK=blk, num_warps=warps_for(blk))
     return value, table
 
 
-def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None, warps=None):
+def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None):
     """The backward kernel; ``hvp``: (dtab, dvalue, zs, zo, ze) for the derivative along z."""
     B, N, M = s.shape
     g_b, g_i, g_j = strides
@@ -515,19 +514,19 @@ def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, line
                                     grad.float().contiguous(), gs, N * M, M, g_open, g_ext, N * M if full else 1,
                                     M if full else 0, 1 if full else 0, dtab, dvalue, zs, zo, ze, dq_buf,
                                     FULL_GAPS=full, MODE=mode, HVP=hvp is not None, BLOCK=blk,
-                                    num_warps=warps or warps_for(blk))
+                                    num_warps=warps_for(blk))
     if linear:  # one gap: the opening and extending moves both read gap_open
         return gs, g_open + g_ext, torch.zeros_like(g_ext)
     return gs, g_open, g_ext
 
 
 def backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode: int, linear: bool, K: int,
-             block=None, warps=None):
+             block=None):
     """(d scores, d gap_open, d gap_extend) times grad: gap gradients [B, N, M] for
     position-specific gaps, else [B]; linear: all of it in d gap_open."""
     s = scores.float().contiguous()
     go, ge, strides = _gaps(gap_open, gap_extend, linear)
-    return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, warps=warps)
+    return _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block)
 
 
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
