@@ -94,7 +94,8 @@ def main() -> int:
     ap.add_argument("--peer-db", type=int, default=20_000)
     ap.add_argument("--small", action="store_true", help="2,000 database sequences, 4 queries (smoke run)")
     ap.add_argument("--no-peers", action="store_true", help="ours only (the search rows and the packing)")
-    ap.add_argument("--cli", action="store_true", help="time `torchalign search q.fa db.fa` on the large database")
+    ap.add_argument("--cli", action="store_true",
+                    help="time `torchalign search q.fa db.fa` on the large database, alone and through a server")
     ap.add_argument("--cudasw", metavar="BUILD_DIR",
                     help="CUDASW++ 4.0 built there (benchmarks/peers/cudasw.sh) as a peer on the three databases")
     ap.add_argument("--stringzillas-child", help=argparse.SUPPRESS)
@@ -146,10 +147,9 @@ def main() -> int:
                         float(q_res) * sum(map(len, seqs)), "CUPS", note=spread))
         print(clock(), name, f"{ms:.2f} ms ({spread})", flush=True)
     if args.cli and device.type == "cuda":  # the command line on the same files, a fresh process each run
-        ms, spread = cli_wall(queries, db, device)
-        rows.append(Row(overall, "torchalign search q.fa db.fa (process wall: start, read, pack, search, align hits)",
-                        ms, total_cells, "CUPS", "torchalign, one call for all queries", note=spread))
-        print(clock(), "CLI", f"{ms:.1f} ms ({spread})", flush=True)
+        for r in cli_rows(queries, db, device, overall):
+            rows.append(r)
+            print(clock(), r.impl, f"{r.time_ms:.1f} ms ({r.note})", flush=True)
     cudasw_info: dict = {}
     if args.cudasw:  # CUDASW++ 4.0 on the same three databases (runs with --no-peers too)
         cw_rows, why, cudasw_info = cudasw_rows(
@@ -244,28 +244,63 @@ def main() -> int:
     return 0 if all(not r.verified.startswith("NO") for r in rows) else 1
 
 
-def cli_wall(queries, db, device, runs: int = 3) -> tuple[float, str]:
-    """Wall time of ``python -m torchalign search q.fa db.fa`` (its TSV to /dev/null), one
-    untimed run first (the kernels' cache), then ``runs`` timed: median and spread."""
+CLIENT = "import sys; from torchalign_client import entry; sys.argv[0] = 'torchalign'; entry()"  # the console script
+
+
+def cli_rows(queries, db, device, overall, runs: int = 3) -> list[Row]:
+    """Wall time of ``torchalign search q.fa db.fa`` (its TSV kept), ``runs`` timed runs after
+    one untimed (the kernels' cache): a process of its own (``--no-server``), then the same
+    command through a ``torchalign serve db.fa`` started beforehand (its start timed apart).
+    The two outputs must be identical."""
+    import signal
     import subprocess
     import tempfile
 
     from peers import cudasw
 
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device.index if device.index is not None else 0))
-    times = []
+    cells = float(sum(map(len, queries))) * sum(map(len, db))
+    rows, outputs = [], []
     with tempfile.TemporaryDirectory(prefix="cli-") as work:
         qfa, dfa = os.path.join(work, "q.fa"), os.path.join(work, "db.fa")
         cudasw.write_fasta(qfa, queries, "q")
         cudasw.write_fasta(dfa, db, "d")
-        cmd = [sys.executable, "-m", "torchalign", "search", qfa, dfa]
-        for i in range(runs + 1):
-            t0 = time.perf_counter()
-            subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            if i:
-                times.append((time.perf_counter() - t0) * 1e3)
-    times.sort()
-    return times[len(times) // 2], f"{runs} runs: {times[0]:.0f}..{times[-1]:.0f} ms"
+        env["TORCHALIGN_SERVER"] = os.path.join(work, "s.sock")
+        cmd = [sys.executable, "-c", CLIENT, "search", qfa, dfa]
+        for served in (False, True):
+            server, note = None, ""
+            if served:
+                t0 = time.perf_counter()
+                log = open(os.path.join(work, "serve.log"), "w+")
+                server = subprocess.Popen([sys.executable, "-m", "torchalign", "serve", dfa], env=env,
+                                          stdout=subprocess.DEVNULL, stderr=log)
+                while "listening at" not in open(log.name).read():
+                    if server.poll() is not None:
+                        raise RuntimeError("torchalign serve failed: " + open(log.name).read()[-2000:])
+                    time.sleep(0.05)
+                note = f"; the server's start (read, pack, warm-up) {time.perf_counter() - t0:.1f} s"
+            times = []
+            for i in range(runs + 1):
+                t0 = time.perf_counter()
+                out = subprocess.run(cmd + ([] if served else ["--no-server"]), env=env, capture_output=True,
+                                     text=True, check=True)
+                if i:
+                    times.append((time.perf_counter() - t0) * 1e3)
+            assert ("run by the torchalign server" in out.stderr) == served, out.stderr[-2000:]
+            print(*out.stderr.strip().splitlines()[-2:], sep="\n", flush=True)  # its summary: search, align
+            outputs.append(out.stdout)
+            if server:
+                server.send_signal(signal.SIGINT)
+                server.wait(timeout=60)
+            times.sort()
+            what = ("through `torchalign serve db.fa` (process wall: start, relay, search, align hits)" if served
+                    else "a process of its own (process wall: start, read, pack, search, align hits)")
+            rows.append(Row(overall, f"torchalign search q.fa db.fa, {what}", times[len(times) // 2], cells, "CUPS",
+                            "torchalign, one call for all queries",
+                            note=f"{runs} runs: {times[0]:.0f}..{times[-1]:.0f} ms{note}"))
+    if outputs[0] != outputs[1] or len(outputs[0].splitlines()) != 1 + 10 * len(queries):
+        raise RuntimeError("the served command's output differs from its own process's")
+    return rows
 
 
 def cudasw_rows(build_dir, queries, dbs, sc, device) -> tuple[list[Row], list[str], dict]:

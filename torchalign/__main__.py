@@ -1,8 +1,9 @@
-"""``python -m torchalign``: the command line."""
+"""``python -m torchalign``: the command line (a search goes to a listening server, as the
+console script's does)."""
 
 import sys
 
-from .cli import entry
+from torchalign_client import entry
 
 if __name__ == "__main__":
     sys.exit(entry())

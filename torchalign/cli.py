@@ -1,6 +1,7 @@
 """The command line: ``torchalign search [QUERIES DATABASE]``, ``torchalign grep PATTERN [FILE]``,
-``torchalign dist A B``, ``torchalign primers ALPHA BETA -k K``, ``torchalign dedup FILE --max-distance K``
-(also ``python -m torchalign``)."""
+``torchalign dist A B``, ``torchalign primers ALPHA BETA -k K``, ``torchalign dedup FILE --max-distance K``,
+``torchalign serve [DATABASE...]`` (also ``python -m torchalign``; the console script enters
+through torchalign_client, which hands a search to a listening server)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tqdm import tqdm
 
 import torchalign as ta
 
-from . import cli_dedup, cli_search
+from . import cli_dedup, cli_search, cli_serve
 from .hamming import DEFAULT_MAX_HITS
 from .io import iter_batches, read_named, read_sequences, require_residues
 from .ops import warm
@@ -56,8 +57,9 @@ def entry() -> NoReturn:
     os._exit(rc)
 
 
-def main(argv=None) -> int:
-    """Run the command line; returns the exit code (0 ok, 2 bad input)."""
+def main(argv=None, *, databases=None) -> int:
+    """Run the command line; returns the exit code (0 ok, 2 bad input). ``databases``: a
+    server's kept databases (cli_serve.Databases), which ``search`` takes its database from."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, commands = _parser()
     try:
@@ -67,13 +69,16 @@ def main(argv=None) -> int:
             args = parser.parse_args(argv)
     except SystemExit as e:  # --help, or argparse's own usage errors
         return e.code
+    if databases is not None and args.command == "search":
+        args.databases = databases
     try:
         if args.threads < 1:
             raise UsageError(f"--threads must be >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
         return args.run(args)
     except BrokenPipeError:  # stdout closed early (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if sys.stdout is sys.__stdout__:  # (not a server's relay)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except (UsageError, ValueError, OSError) as e:
         print(f"torchalign {args.command}: error: {e}", file=sys.stderr)
@@ -85,6 +90,8 @@ def _parser() -> tuple[argparse.ArgumentParser, dict]:
     sub = parser.add_subparsers(dest="command", required=True)
     cli_search.add_parser(sub, "default: cuda when available").set_defaults(
         run=lambda args: cli_search.run(args, _device(args.device), UsageError))
+    cli_serve.add_parser(sub, "default: cuda when available").set_defaults(
+        run=lambda args: cli_serve.run(args, _device(args.device), UsageError, main))
     cli_dedup.add_parser(sub, "default: cuda when available").set_defaults(
         run=lambda args: cli_dedup.run(args, _device(args.device), UsageError))
     g = sub.add_parser("grep", help="find a DNA pattern with up to k mismatches (or k edits)",

@@ -9,10 +9,9 @@ import sys
 
 import torch
 import torch.distributed as dist
+from torchalign_client import TORCHRUN_VARIABLES
 
 from . import distributed
-
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def launched() -> bool:

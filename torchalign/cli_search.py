@@ -21,6 +21,7 @@ from .traceback import MAX_CELLS
 # (one call per query ran 3.3 s where one call for the 20 queries of 570,000 proteins runs
 # 1.9 s, on an H100), ~20 s of the CPU's parasail
 GROUP_CELLS = {"cuda": 1 << 42, "cpu": 1 << 36}
+DEFAULT_DATABASE = "proteome_HG003687.fa"
 COLUMNS = ("query", "target", "score", "identity", "query_start", "query_end", "target_start", "target_end")
 
 
@@ -34,14 +35,7 @@ def add_parser(sub, device_help: str):
                                    "(2,100 proteins).")
     s.add_argument("queries", nargs="?", help="FASTA/FASTQ file (default: the bundled swissprot_queries20.fa)")
     s.add_argument("database", nargs="?", help="FASTA/FASTQ file (default: the bundled proteome_HG003687.fa)")
-    s.add_argument("--matrix", default="BLOSUM62", help="substitution matrix by name (Biopython's; default BLOSUM62)")
-    s.add_argument("--match", type=int, help="DNA scoring: match score (with --mismatch, instead of --matrix)")
-    s.add_argument("--mismatch", type=int, help="DNA scoring: mismatch score (negative)")
-    s.add_argument("--gap-open", type=int, default=11, help="cost of a gap's first residue (default 11)")
-    s.add_argument("--gap-extend", type=int, default=1, help="cost of each further residue (default 1)")
-    s.add_argument("--strict-symbols", action="store_true",
-                   help="selenocysteine (U) and pyrrolysine (O) are errors (default: scored as C and X, as NCBI "
-                        "BLAST+ scores them)")
+    add_scoring_options(s)
     s.add_argument("--mode", default="local", choices=("local", "global", "semiglobal"),
                    help="local (Smith-Waterman, default), global (Needleman-Wunsch), semiglobal (whole query)")
     s.add_argument("--top", type=int, default=10, help="hits per query (default 10)")
@@ -56,24 +50,46 @@ def add_parser(sub, device_help: str):
                    help="with --outfmt 6: no statistics (E-value and bit score print as NaN), for scorings without "
                         "published parameters")
     s.add_argument("--device", choices=("cuda", "cpu"), help=device_help)
-    s.set_defaults(command="search")
+    s.add_argument("--no-server", action="store_true",
+                   help="run here even where a `torchalign serve` server listens (default: a listening server runs "
+                        "the search, with the database it keeps)")
+    s.set_defaults(command="search", databases=None)
     return s
+
+
+def add_scoring_options(s) -> None:
+    s.add_argument("--matrix", default="BLOSUM62", help="substitution matrix by name (Biopython's; default BLOSUM62)")
+    s.add_argument("--match", type=int, help="DNA scoring: match score (with --mismatch, instead of --matrix)")
+    s.add_argument("--mismatch", type=int, help="DNA scoring: mismatch score (negative)")
+    s.add_argument("--gap-open", type=int, default=11, help="cost of a gap's first residue (default 11)")
+    s.add_argument("--gap-extend", type=int, default=1, help="cost of each further residue (default 1)")
+    s.add_argument("--strict-symbols", action="store_true",
+                   help="selenocysteine (U) and pyrrolysine (O) are errors (default: scored as C and X, as NCBI "
+                        "BLAST+ scores them)")
+
+
+def scoring_from(args, usage_error):
+    if (args.match is None) != (args.mismatch is None):
+        raise usage_error("--match and --mismatch go together")
+    if args.match is not None:
+        return ta.Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open, gap_extend=args.gap_extend)
+    return ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
 
 
 def run(args, device: str, usage_error) -> int:
     if args.top < 1:
         raise usage_error(f"--top must be >= 1, got {args.top}")
-    if (args.match is None) != (args.mismatch is None):
-        raise usage_error("--match and --mismatch go together")
-    if args.match is not None:
-        scoring = ta.Scoring(match=args.match, mismatch=args.mismatch, gap_open=args.gap_open,
-                             gap_extend=args.gap_extend)
-    else:
-        scoring = ta.Scoring(args.matrix, args.gap_open, args.gap_extend, strict_symbols=args.strict_symbols)
+    scoring = scoring_from(args, usage_error)
     blast_tab.check(args, scoring, usage_error)
     if cli_distributed.launched():  # under torchrun: each rank reads the files and searches its shard, rank 0 writes
         return cli_distributed.run(args, scoring, device, lambda: _read_files(args, scoring))
-    (q_names, queries), (d_names, database) = _read_files(args, scoring)
+    with ExitStack() as stack:
+        q_path, d_path = _paths(args, stack)
+        q_names, queries = _read(q_path, scoring, "queries")
+        if args.databases is None:
+            d_names, database = _read(d_path, scoring, "database")
+        else:  # a server's: read once, kept on the device
+            d_names, database = args.databases.get(d_path, scoring, device)
     queries, database = queries.to(device), database.to(device)
     return _report(args, scoring, device, q_names, queries, d_names, database,
                    lambda group: ta.search(group, database, scoring, args.top, mode=args.mode))
@@ -126,9 +142,18 @@ def _report(args, scoring, device, q_names, queries, d_names, database, search) 
 def _read_files(args, scoring):
     """((query names, queries), (database names, database)) from the files given, else the bundled ones."""
     with ExitStack() as stack:
-        paths = [p or stack.enter_context(resources.as_file(resources.files("torchalign") / "data" / default))
-                 for p, default in ((args.queries, "swissprot_queries20.fa"), (args.database, "proteome_HG003687.fa"))]
-        return [_read(p, scoring, what) for p, what in zip(paths, ("queries", "database"))]
+        return [_read(p, scoring, what) for p, what in zip(_paths(args, stack), ("queries", "database"))]
+
+
+def _paths(args, stack):
+    """The query and database files given, else the bundled ones."""
+    return [args.queries or bundled("swissprot_queries20.fa", stack),
+            args.database or bundled(DEFAULT_DATABASE, stack)]
+
+
+def bundled(name: str, stack) -> str:
+    """A bundled data file's path, for as long as ``stack`` lasts."""
+    return str(stack.enter_context(resources.as_file(resources.files("torchalign") / "data" / name)))
 
 
 def _read(path, scoring, what):
