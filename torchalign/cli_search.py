@@ -182,25 +182,29 @@ def _runs(sizes, budget):
 
 
 def _alignments(queries, database, scoring, mode, pair_q, pair_t, q_ends, t_ends):
-    """ta.traceback of the hits, in calls of at most MAX_CELLS DP cells (a larger hit alone),
-    against a batch of the hit targets alone, on the queries' device (the database may be a
-    host copy: sharded runs keep only a part of it on each GPU)."""
-    database, pair_t = _subset(database, pair_t, queries.device)
+    """ta.traceback of the hits, in calls of at most MAX_CELLS DP cells (a larger hit alone).
+    Each pair is cut to its rectangle, the query and the target up to the hit's ends: the
+    cells there are the whole pair's, so the end cell, score and path are the same, and
+    neither traceback's own align_score nor the copies reach past the ends (a hit ending at
+    residue 300 of a 35,000-residue target costs 300 columns). On the queries' device (the
+    database may be a host copy: sharded runs keep only a part of it on each GPU)."""
+    q_cut = _prefixes(queries, pair_q, q_ends, queries.device)
+    t_cut = _prefixes(database, pair_t, t_ends, queries.device)
+    pair = torch.arange(pair_q.numel(), device=queries.device)
     rect = ((q_ends + 1) * (t_ends + 1)).tolist()
     out = []
     for p0, p1 in _runs(rect, MAX_CELLS):
-        out += ta.traceback(queries, database, scoring, mode, pairs=(pair_q[p0:p1], pair_t[p0:p1]),
+        out += ta.traceback(q_cut, t_cut, scoring, mode, pairs=(pair[p0:p1], pair[p0:p1]),
                             max_cells=max(sum(rect[p0:p1]), MAX_CELLS))
     return out
 
 
-def _subset(batch, indices, device):
-    """(the sequences ``indices`` of ``batch``, each once, on ``device``; their positions in it)."""
-    picked, inverse = torch.unique(indices.to(batch.device), return_inverse=True)
-    lengths = batch.lengths[picked]
+def _prefixes(batch, index, ends, device):
+    """Sequence index[p] of ``batch`` up to ends[p], for every p, as a batch on ``device``."""
+    lengths = ends.to(batch.device, torch.int64)
+    index = index.to(batch.device)
     offsets = _offsets(lengths)
     total = int(offsets[-1])
-    at = torch.repeat_interleave(batch.offsets[picked] - offsets[:-1], lengths, output_size=total)
+    at = torch.repeat_interleave(batch.offsets[index] - offsets[:-1], lengths, output_size=total)
     codes = batch.codes[at + torch.arange(total, device=batch.device)]
-    part = ta.SequenceBatch(codes, offsets, batch.alphabet, batch.max_code, _longest(lengths))
-    return part.to(device), inverse.to(device)
+    return ta.SequenceBatch(codes, offsets, batch.alphabet, batch.max_code, _longest(lengths)).to(device)

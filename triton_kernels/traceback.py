@@ -188,7 +188,9 @@ def traceback_walk_kernel(
     tl.store(t_from_ptr + pid, j.to(tl.int64))
 
 
-BLOCK = 128  # cells of a diagonal per step
+# cells of a diagonal per step, one per thread up to 16 warps: the 200 hits of 20 queries
+# (up to 5,459 x 3,095 cells) took 22 ms at 128 and ~14 ms at 512 (H100; 256-2,048 within 5 %)
+BLOCK = 512
 
 
 def traceback_pairs(q_codes, q_starts, t_codes, t_starts, rows, cols, table, gap_open: int, gap_extend: int,
@@ -219,7 +221,7 @@ def traceback_pairs(q_codes, q_starts, t_codes, t_starts, rows, cols, table, gap
     if P:
         traceback_dp_kernel[(P,)](q_codes, q_starts, t_codes, t_starts, rows, cols, table, table.shape[1], gap_open,
                                   gap_extend, dirs, dir_at, scratch, scratch_at, MODE=mode, BLOCK=block,
-                                  num_warps=max(1, min(4, block // 32)))
+                                  num_warps=max(1, min(16, block // 32)))
         traceback_walk_kernel[(P,)](q_codes, q_starts, t_codes, t_starts, rows, cols, dirs, dir_at, buf, out_at,
                                     lens, q_from, t_from, MODE=mode, num_warps=1)
     offsets = torch.zeros(P + 1, dtype=torch.int64, device=dev)
