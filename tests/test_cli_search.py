@@ -3,6 +3,7 @@
 import re
 
 import pytest
+import torch
 
 import torchalign as ta
 from torchalign.cli import main
@@ -137,3 +138,22 @@ def test_bad_files(tmp_path, capsys):
     assert code == 2 and "queries" in err and "bad.fa" in err
     code, _, err = run(capsys, q, tmp_path / "missing.fa", "--device", "cpu")
     assert code == 2 and "missing.fa" in err
+
+
+@pytest.mark.parametrize("mode", ["local", "global", "semiglobal"])
+def test_hits_cut_to_their_rectangle_align_as_whole_pairs(rng, mode):
+    # the command traces each hit in the rectangle up to its ends: the same alignment as the
+    # whole pair gives (ties included: low-complexity targets make many)
+    from torchalign.cli_search import _alignments
+
+    queries = [rand_protein(rng, rng.randint(1, 60)) for _ in range(4)] + ["AAAAGGGG"]
+    db = [related(rng, queries[i % 4]) for i in range(12)] + [rand_protein(rng, rng.randint(1, 200)) for _ in range(12)]
+    db += ["AAAAAAAAGGGGAAAAGGGG" * 3, "G", "W" * 50]
+    sc = ta.Scoring()
+    Q, D = ta.encode(queries, "protein"), ta.encode(db, "protein")
+    r = ta.search(Q, D, sc, top_k=8, mode=mode)
+    pair_q = torch.arange(len(queries)).repeat_interleave(8)
+    cut = _alignments(Q, D, sc, mode, pair_q, r.indices.reshape(-1), r.query_ends.reshape(-1), r.ends.reshape(-1))
+    whole = ta.traceback(Q, D, sc, mode, pairs=(pair_q, r.indices.reshape(-1)))
+    assert cut == whole
+    assert [a.score for a in cut] == r.scores.reshape(-1).tolist()
