@@ -83,6 +83,37 @@ def _kernels_precompiled(request):
         _PRECOMPILED.append(f"precompile failed, the tests compile their own kernels: {type(e).__name__}: {e}")
 
 
+_COMPILES = []  # (test, kernel and its specialisation, seconds) of each Triton cache miss in this process
+_RUNNING = ["(collection)"]
+
+
+def pytest_runtest_setup(item):
+    _RUNNING[0] = item.nodeid
+
+
+def _listen_to_compiles() -> None:
+    """Record every kernel this GPU process compiles itself (a Triton cache miss: a variant
+    the precompile did not make), for the summary: the GPU tier's time goes there."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return
+    if not hasattr(knobs, "compilation") or not hasattr(knobs.compilation, "listener"):
+        return
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        if not cache_hit:
+            fn = getattr(src, "fn", None)
+            what = f"{getattr(fn, '__name__', src.name)} {getattr(src, 'constexprs', '')} {getattr(src, 'attrs', '')}"
+            _COMPILES.append((_RUNNING[0], what, times.total / 1e6))
+
+    knobs.compilation.listener = listener
+
+
+if torch.cuda.is_available() and not INTERPRET:
+    _listen_to_compiles()
+
+
 def pytest_terminal_summary(terminalreporter):
     """On a GPU: how many variants of each Triton kernel this process compiled (or loaded
     from Triton's cache). Triton compiles a kernel once per constexpr set and per class of
@@ -95,6 +126,11 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(done)
         else:
             terminalreporter.write_line("precompiled %d kernel variants in %.1f s on %d processes" % done)
+    if _COMPILES:
+        terminalreporter.write_sep("-", "compiled in the tests (Triton cache misses): %d variants, %.1f s"
+                                   % (len(_COMPILES), sum(c[2] for c in _COMPILES)))
+        for test, what, seconds in sorted(_COMPILES, key=lambda c: -c[2])[:40]:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {test}  {what[:300]}")
     counts = {}
     for name, module in list(sys.modules.items()):
         if name.startswith("torchalign_kernels."):

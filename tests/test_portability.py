@@ -155,17 +155,18 @@ def test_search_without_dpx_equals_dpx(monkeypatch):
 
 @pytest.mark.gpu
 def test_scan_outputs_without_dpx_equal_dpx(monkeypatch):
-    """The kernel's own packed outputs, wrapped halves included, bit for bit (a bytes table
-    of 256 symbols, scores past int16)."""
+    """The kernel's own packed outputs, wrapped halves included, bit for bit (a table of 31
+    symbols: one profile width, 32, as the default protein and DNA searches; scores past int16)."""
     rng = random.Random(7)
-    seqs = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 300))) for _ in range(500)]
-    seqs += [bytes(range(256)), b"\xff" * 100, b"\x00" * 100]
-    table = torch.randint(-50, 50, (256, 256), dtype=torch.int32, generator=torch.Generator().manual_seed(3))
+    seqs = [bytes(rng.randrange(31) for _ in range(rng.randint(0, 300))) for _ in range(500)]
+    seqs += [bytes(range(31)), b"\x1e" * 100, b"\x00" * 100]
+    table = torch.randint(-50, 50, (31, 31), dtype=torch.int32, generator=torch.Generator().manual_seed(3))
     table.fill_diagonal_(900)
     d = ta.encode(seqs, "bytes", "cuda")
-    q = ta.encode([seqs[-3], seqs[0], b"\xff" * 40], "bytes", "cuda")
+    q = ta.encode([seqs[-3], seqs[0], b"\x1e" * 40], "bytes", "cuda")
     packed = d.pack(2 * align_scan.LANES)
     pairs = align_scan.profile_table(table.cuda(), 950)
+    assert pairs.shape[1] == 32  # (the width the precompiled variants have)
     scratch = torch.empty(2 * len(q) * packed.codes.numel(), dtype=torch.int32, device="cuda")
 
     def scan():
