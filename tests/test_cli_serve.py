@@ -182,3 +182,19 @@ def test_databases_keeps_the_named_and_the_last_other(tmp_path):
     os.utime(files["a"], ns=(0, 1))
     kept.get(files["a"], ta.Scoring(match=1, mismatch=-1), "cpu")  # another alphabet: read again
     assert reads[-1] == "a.fa" and kept.reads == 6
+
+
+def test_an_address_others_can_write_to_is_refused():
+    # another user could have put a server of their own there: serve refuses, the command runs here
+    folder = tempfile.mkdtemp(prefix="ta-open-")
+    try:
+        os.chmod(folder, 0o777)
+        env = dict(os.environ, TORCHALIGN_SERVER=os.path.join(folder, "s.sock"))
+        run = subprocess.run([sys.executable, "-m", "torchalign", "serve", "--device", "cpu"], cwd=REPO, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert run.returncode == 2 and "not a directory of this user's alone" in run.stderr
+        open(env["TORCHALIGN_SERVER"], "w").close()  # something at the address
+        here = command(env, "search", "examples/query.fa", "--device", "cpu")
+        assert here.returncode == 0 and len(here.stdout.splitlines()) == 11 and "server" not in here.stderr
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

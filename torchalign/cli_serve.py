@@ -103,12 +103,17 @@ def _listen(path: str, usage_error) -> Listener:
     error if a server already listens there, a dead server's socket replaced."""
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, mode=0o700, exist_ok=True)
+    if not client.private(folder):
+        raise usage_error(f"{folder} is not a directory of this user's alone (mode 0700 or no write for others): "
+                          "another user could take the address; give --address in a directory of your own")
     if os.path.exists(path):
         try:
             with open(client.key_path(path), "rb") as f:
                 Client(path, family="AF_UNIX", authkey=f.read()).close()
-        except (OSError, EOFError, AuthenticationError):
-            os.unlink(path)  # nobody listens
+        except (ConnectionRefusedError, FileNotFoundError):
+            os.unlink(path)  # a dead server's socket: nobody listens
+        except (OSError, EOFError, AuthenticationError) as e:
+            raise usage_error(f"something listens at {path} that is not this user's server ({e}); give --address")
         else:
             raise usage_error(f"a server already listens at {path}; stop it, or give --address")
     key = secrets.token_bytes(32)

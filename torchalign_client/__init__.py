@@ -36,6 +36,13 @@ def key_path(socket_path: str) -> str:
     return socket_path + ".key"
 
 
+def private(folder: str) -> bool:
+    """Whether ``folder`` belongs to this user and nobody else can write to it (else another
+    user could have put a server of their own at the address)."""
+    st = os.stat(folder)
+    return st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
 def entry():
     """The ``torchalign`` command (the console script)."""
     rc = forward(sys.argv[1:])
@@ -58,7 +65,7 @@ def forward(argv: list[str]) -> int | None:
             or all(v in os.environ for v in TORCHRUN_VARIABLES)):
         return None
     path = address()
-    if not os.path.exists(path):
+    if not os.path.exists(path) or not private(os.path.dirname(os.path.abspath(path))):
         return None
     from multiprocessing import AuthenticationError
     from multiprocessing.connection import Client
