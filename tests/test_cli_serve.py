@@ -198,3 +198,38 @@ def test_an_address_others_can_write_to_is_refused():
         assert here.returncode == 0 and len(here.stdout.splitlines()) == 11 and "server" not in here.stderr
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_requests_it_cannot_run_are_declined_and_it_serves_on(served):
+    # another protocol version, another command, a working directory that is gone: the
+    # command runs in its own process instead (the client's None), and the server goes on
+    from multiprocessing.connection import Client
+
+    import torchalign_client as client
+
+    env, db, _, _ = served
+    path = env["TORCHALIGN_SERVER"]
+    key = open(client.key_path(path), "rb").read()
+    for request in ({"protocol": client.PROTOCOL + 1, "argv": ["search"], "cwd": "/"},
+                    {"protocol": client.PROTOCOL, "argv": ["serve"], "cwd": "/"},
+                    {"protocol": client.PROTOCOL, "argv": ["search"], "cwd": "/no/such/directory"}):
+        with Client(path, family="AF_UNIX", authkey=key) as conn:
+            conn.send(request)
+            assert conn.recv()[0] == "decline"
+    ok = command(env, "search", "examples/query.fa", db, "--device", "cpu")
+    assert ok.returncode == 0 and "(run by the torchalign server" in ok.stderr
+
+
+def test_a_database_starting_with_an_empty_record_warms_up(tmp_path):
+    folder = tempfile.mkdtemp(prefix="ta-empty-")
+    db = tmp_path / "db.fa"
+    db.write_text(">empty\n\n>one\nMKVLAAGIWHEAGAWGHEE\n")
+    env = dict(os.environ, TORCHALIGN_SERVER=os.path.join(folder, "s.sock"))
+    try:
+        proc, log = start(env, db)
+        run = command(env, "search", "examples/query.fa", db, "--device", "cpu", "--top", "2")
+        assert run.returncode == 0 and "(run by the torchalign server" in run.stderr
+        assert [x.split("\t")[1] for x in run.stdout.splitlines()[1:]] == ["one", "empty"]
+        stop(proc, log)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

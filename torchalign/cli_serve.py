@@ -126,8 +126,9 @@ def _listen(path: str, usage_error) -> Listener:
 def _warm_up(db, scoring, device, databases, main, args) -> None:
     names, batch = databases.get(db, scoring, device)
     cli_search.require_residues(f"database {db}", names, batch)
+    first = int(batch.lengths.nonzero()[0])  # the first record with residues
     with tempfile.NamedTemporaryFile("w", suffix=".fa") as q, open(os.devnull, "w") as null:
-        q.write(f">warm-up\n{batch.alphabet.decode(batch[0].cpu())}\n")
+        q.write(f">warm-up\n{batch.alphabet.decode(batch[first].cpu())}\n")
         q.flush()
         argv = ["search", q.name, db, "--matrix", args.matrix, "--gap-open", str(args.gap_open),
                 "--gap-extend", str(args.gap_extend), "--device", device, "--top", "1", "--align"]
@@ -147,14 +148,17 @@ def _serve(conn, databases, main) -> int:
         request = conn.recv()
     except (EOFError, OSError):
         return 0
-    argv = request.get("argv") or []
-    if request.get("protocol") != client.PROTOCOL or argv[:1] != list(client.FORWARDED[:1]):
-        conn.send(("decline", "protocol"))
-        return 0
-    out, err = _Stream(conn, "out"), _Stream(conn, "err")
+    argv = request.get("argv") or [""]
     here = os.getcwd()
     try:
+        if request.get("protocol") != client.PROTOCOL or argv[0] not in client.FORWARDED:
+            raise ValueError("not a command of this server's protocol")
         os.chdir(request["cwd"])
+    except (ValueError, OSError) as e:  # the command then runs in its own process
+        conn.send(("decline", str(e)))
+        return 0
+    out, err = _Stream(conn, "out"), _Stream(conn, "err")
+    try:
         with redirect_stdout(out), redirect_stderr(err):
             try:
                 rc = main(argv, databases=databases)

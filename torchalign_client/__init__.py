@@ -76,7 +76,11 @@ def forward(argv: list[str]) -> int | None:
     except (OSError, EOFError, AuthenticationError):  # a socket left by a server that died, or not ours
         return None
     with conn:
-        conn.send({"protocol": PROTOCOL, "argv": list(argv), "cwd": os.getcwd()})
+        try:
+            cwd = os.getcwd()
+        except OSError:  # (a working directory removed under the process)
+            return None
+        conn.send({"protocol": PROTOCOL, "argv": list(argv), "cwd": cwd})
         return _relay(conn, path)
 
 
