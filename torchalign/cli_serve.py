@@ -82,7 +82,7 @@ def run(args, device: str, usage_error, main) -> int:
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # stops as Ctrl-C does
         print(f"torchalign serve: {len(databases.kept)} database(s) on {device}, listening at {path}",
               file=sys.stderr, flush=True)
-        served = 0
+        served = [0]  # (counted as each command ends: a stop may come before _serve returns)
         try:
             while True:
                 try:
@@ -90,10 +90,10 @@ def run(args, device: str, usage_error, main) -> int:
                 except (AuthenticationError, OSError, EOFError):
                     continue
                 with conn:
-                    served += _serve(conn, databases, main)
+                    _serve(conn, databases, main, served)
         except KeyboardInterrupt:
             pass
-        print(f"torchalign serve: stopped after {served} command(s), {databases.reads} database read(s)",
+        print(f"torchalign serve: stopped after {served[0]} command(s), {databases.reads} database read(s)",
               file=sys.stderr, flush=True)
     return 0
 
@@ -142,12 +142,12 @@ def _warm_up(db, scoring, device, databases, main, args) -> None:
         raise ValueError(f"the warm-up search of {db} failed (exit code {rc}); run `torchalign {' '.join(argv)}`")
 
 
-def _serve(conn, databases, main) -> int:
-    """One command: its output sent as it is written, then its exit code. 1 if it ran."""
+def _serve(conn, databases, main, served: list) -> None:
+    """One command: its output sent as it is written, then its exit code (served[0] counts it)."""
     try:
         request = conn.recv()
     except (EOFError, OSError):
-        return 0
+        return
     argv = request.get("argv") or [""]
     here = os.getcwd()
     try:
@@ -156,7 +156,7 @@ def _serve(conn, databases, main) -> int:
         os.chdir(request["cwd"])
     except (ValueError, OSError) as e:  # the command then runs in its own process
         conn.send(("decline", str(e)))
-        return 0
+        return
     out, err = _Stream(conn, "out"), _Stream(conn, "err")
     try:
         with redirect_stdout(out), redirect_stderr(err):
@@ -168,12 +168,12 @@ def _serve(conn, databases, main) -> int:
             if rc == 0:
                 print(f"(run by the torchalign server, pid {os.getpid()}; {databases.reads} database read(s) "
                       "since it started)", file=sys.stderr)
+        served[0] += 1
         conn.send(("exit", rc))
     except (BrokenPipeError, ConnectionError, EOFError):
         pass  # the command's process went away
     finally:
         os.chdir(here)
-    return 1
 
 
 class _Stream:
