@@ -233,3 +233,17 @@ def test_a_database_starting_with_an_empty_record_warms_up(tmp_path):
         stop(proc, log)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_ctrl_c_stops_the_command_quietly_and_the_server_serves_on(served):
+    env, db, _, _ = served
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT, "search", PACKAGE_DATA / "swissprot_queries20.fa", db,
+                             "--device", "cpu", "--threads", "1"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    time.sleep(0.5)  # the server is searching (20 queries on one CPU thread: seconds), the client waits
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and b"Traceback" not in err
+    ok = command(env, "search", "examples/query.fa", db, "--device", "cpu")
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == 11

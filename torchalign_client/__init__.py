@@ -81,7 +81,10 @@ def forward(argv: list[str]) -> int | None:
         except OSError:  # (a working directory removed under the process)
             return None
         conn.send({"protocol": PROTOCOL, "argv": list(argv), "cwd": cwd})
-        return _relay(conn, path)
+        try:
+            return _relay(conn, path)
+        except KeyboardInterrupt:  # Ctrl-C: the server stops the command at its next write
+            return 130
 
 
 def _relay(conn, path: str) -> int | None:
