@@ -67,14 +67,32 @@ PRECOMPILE_FROM = 20  # GPU tests selected: a tier run, where compiling every va
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _kernels_precompiled(request):
+def _kernels_precompiled(request, tmp_path_factory):
     """On a GPU, before a run of PRECOMPILE_FROM or more GPU tests (or any, with
     TORCHALIGN_PRECOMPILE=1; never with =0): compile every kernel variant in parallel first
-    (tests/precompile.py). The GPU tier from an empty Triton cache: benchmarks/NOTES.md."""
+    (tests/precompile.py). The GPU tier from an empty Triton cache: benchmarks/NOTES.md.
+    Under pytest-xdist (the README's `pytest -m gpu -n 4`) the first worker compiles and the
+    others wait for it on a lock in the run's shared temporary directory, then find the
+    variants in Triton's cache."""
     selected = sum("gpu" in i.keywords for i in request.session.items)
     wanted = os.environ.get("TORCHALIGN_PRECOMPILE", "1" if selected >= PRECOMPILE_FROM else "0") == "1"
     if INTERPRET or not selected or not wanted or not torch.cuda.is_available():
         return
+    if not hasattr(request.config, "workerinput"):
+        _precompile()
+        return
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp().parent  # one directory for the run's workers
+    with open(shared / "precompile.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = shared / "precompile.done"
+        if not done.exists():
+            _precompile()
+            done.touch()
+
+
+def _precompile() -> None:
     from .precompile import precompile
 
     try:
@@ -85,6 +103,7 @@ def _kernels_precompiled(request):
 
 _COMPILES = []  # (test, kernel and its specialisation, seconds) of each Triton cache miss in this process
 _RUNNING = ["(collection)"]
+_VARIANTS = {}  # kernel -> variants its process compiled or loaded (workers' counts summed under xdist)
 
 
 def pytest_runtest_setup(item):
@@ -114,34 +133,55 @@ if torch.cuda.is_available() and not INTERPRET:
     _listen_to_compiles()
 
 
-def pytest_terminal_summary(terminalreporter):
-    """On a GPU: how many variants of each Triton kernel this process compiled (or loaded
-    from Triton's cache). Triton compiles a kernel once per constexpr set and per class of
-    each int argument (1, a multiple of 16, other) and of pointer alignment, seconds each:
-    the GPU tier's time goes there."""
+def _count_variants() -> None:
+    """Each Triton kernel's compiled variants in this process, into _VARIANTS."""
     import sys
 
-    for done in _PRECOMPILED:
-        if isinstance(done, str):
-            terminalreporter.write_line(done)
-        else:
-            terminalreporter.write_line("precompiled %d kernel variants in %.1f s on %d processes" % done)
-    if _COMPILES:
-        terminalreporter.write_sep("-", "compiled in the tests (Triton cache misses): %d variants, %.1f s"
-                                   % (len(_COMPILES), sum(c[2] for c in _COMPILES)))
-        for test, what, seconds in sorted(_COMPILES, key=lambda c: -c[2])[:40]:
-            terminalreporter.write_line(f"{seconds:6.1f} s  {test}  {what[:300]}")
-    counts = {}
     for name, module in list(sys.modules.items()):
         if name.startswith("torchalign_kernels."):
             for attr, obj in vars(module).items():
                 caches = getattr(obj, "device_caches", None)  # a JITFunction's compiled kernels, per device
                 n = sum(len(c[0]) for c in caches.values()) if isinstance(caches, dict) else 0
                 if n:
-                    counts[f"{name.split('.', 1)[1]}.{attr}"] = n
-    if counts:
-        terminalreporter.write_sep("-", f"Triton kernel variants compiled: {sum(counts.values())}")
-        for key, n in sorted(counts.items(), key=lambda x: -x[1]):
+                    key = f"{name.split('.', 1)[1]}.{attr}"
+                    _VARIANTS[key] = _VARIANTS.get(key, 0) + n
+
+
+def pytest_sessionfinish(session):
+    """(Before the summary.) An xdist worker sends its part of the summary to the controller."""
+    _count_variants()
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["torchalign"] = (_PRECOMPILED, _COMPILES, _VARIANTS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller gathers the workers' parts of the summary."""
+    precompiled, compiles, variants = getattr(node, "workeroutput", {}).get("torchalign", ([], [], {}))
+    _PRECOMPILED.extend(precompiled)
+    _COMPILES.extend(compiles)
+    for key, n in variants.items():
+        _VARIANTS[key] = _VARIANTS.get(key, 0) + n
+
+
+def pytest_terminal_summary(terminalreporter):
+    """On a GPU: how many variants of each Triton kernel the test processes compiled (or
+    loaded from Triton's cache). Triton compiles a kernel once per constexpr set and per class
+    of each int argument (1, a multiple of 16, other) and of pointer alignment, seconds each:
+    the GPU tier's time goes there."""
+    for done in _PRECOMPILED:
+        if isinstance(done, str):
+            terminalreporter.write_line(done)
+        else:
+            terminalreporter.write_line("precompiled %d kernel variants in %.1f s on %d processes" % tuple(done))
+    if _COMPILES:
+        terminalreporter.write_sep("-", "compiled in the tests (Triton cache misses): %d variants, %.1f s"
+                                   % (len(_COMPILES), sum(c[2] for c in _COMPILES)))
+        for test, what, seconds in sorted(_COMPILES, key=lambda c: -c[2])[:40]:
+            terminalreporter.write_line(f"{seconds:6.1f} s  {test}  {what[:300]}")
+    if _VARIANTS:
+        terminalreporter.write_sep("-", f"Triton kernel variants compiled or loaded: {sum(_VARIANTS.values())}")
+        for key, n in sorted(_VARIANTS.items(), key=lambda x: -x[1]):
             terminalreporter.write_line(f"{n:5d}  {key}")
 
 

@@ -21,6 +21,8 @@ QX[j] = Q[j] + p_ext QX[j + 1] as a (value, factor) scan in reverse column order
 Pure: imports only torch and triton.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -29,6 +31,31 @@ from .cache_keys import settle_module
 
 NEG = tl.constexpr(float("-inf"))
 GLOBAL, LOCAL, SEMIGLOBAL = 0, 1, 2
+# exp and log as the bare MUFU instructions (ex2/lg2.approx.ftz, by inline PTX, every sm_80+
+# GPU): tl.log is a ~25-instruction polynomial and tl.exp carries denormal fix-ups, on the
+# chain of every cell (benchmarks/NOTES.md). The interpreter runs no inline PTX: tl.exp/tl.log.
+FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1"
+                         and os.environ.get("TORCHALIGN_SOFT_FAST_MATH", "1") != "0")
+
+
+@triton.jit
+def _exp(x):
+    out = tl.exp(x)  # (float64: libdevice's)
+    if FAST_MATH:
+        if x.dtype == tl.float32:
+            out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
+                                            dtype=tl.float32, is_pure=True, pack=1)
+    return out
+
+
+@triton.jit
+def _log(x):
+    out = tl.log(x)
+    if FAST_MATH:
+        if x.dtype == tl.float32:
+            out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
+                                            is_pure=True, pack=1) * 0.6931471805599453
+    return out
 
 
 @triton.jit
@@ -36,14 +63,14 @@ def _lse2(a, b):
     """log(exp(a) + exp(b)) with one exp and one log (the scan's combine calls it most)."""
     m = tl.maximum(a, b)
     d = tl.minimum(a, b) - m  # <= 0; NaN where both are -inf, masked below
-    return tl.where(m == NEG, NEG, m + tl.log(1.0 + tl.exp(d)))
+    return tl.where(m == NEG, NEG, m + _log(1.0 + _exp(d)))
 
 
 @triton.jit
 def _lse3(a, b, c):
     m = tl.maximum(tl.maximum(a, b), c)
     ms = tl.where(m == NEG, 0.0, m)
-    return tl.where(m == NEG, NEG, ms + tl.log(tl.exp(a - ms) + tl.exp(b - ms) + tl.exp(c - ms)))
+    return tl.where(m == NEG, NEG, ms + _log(_exp(a - ms) + _exp(b - ms) + _exp(c - ms)))
 
 
 @triton.jit
@@ -59,7 +86,7 @@ def _lin_combine(a1, c1, a2, c2):
 @triton.jit
 def _p(src, to):
     """exp(src - to), 0 where the node is unreachable (to = -inf)."""
-    return tl.where(to == NEG, 0.0, tl.exp(src - tl.where(to == NEG, 0.0, to)))
+    return tl.where(to == NEG, 0.0, _exp(src - tl.where(to == NEG, 0.0, to)))
 
 
 @triton.jit

@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_align import NEG, _lse2, _p
+from .soft_align import NEG, _exp, _log, _lse2, _p
 from .spin import GAVE_UP, wait_until
 
 
@@ -87,12 +87,12 @@ def _lse3_p(a, b, c):
     exps: the edge probabilities of a node, normalised (0 where all three are -inf)."""
     mx = tl.maximum(tl.maximum(a, b), c)
     ms = tl.where(mx == NEG, 0.0, mx)
-    ea = tl.exp(a - ms)
-    eb = tl.exp(b - ms)
-    ec = tl.exp(c - ms)
+    ea = _exp(a - ms)
+    eb = _exp(b - ms)
+    ec = _exp(c - ms)
     tot = ea + eb + ec
     r = 1.0 / tl.where(tot > 0, tot, 1.0)
-    return tl.where(mx == NEG, NEG, ms + tl.log(tot)), ea * r, eb * r, ec * r
+    return tl.where(mx == NEG, NEG, ms + _log(tot)), ea * r, eb * r, ec * r
 
 
 @triton.jit
