@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)"
 if [ -z "${SKIP_TESTS:-}" ]; then
   s=$(date +%s)
-  python3 -m pytest -q -m gpu -p no:cacheprovider --durations=30 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 60
+  python3 -m pytest -q -m gpu -n 4 --dist loadscope -p no:cacheprovider --durations=30 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 60
   echo "GPU tier: $(( $(date +%s) - s )) s (Triton cache: ${TRITON_CACHE_DIR:-default})"
   [ -n "${SKIP_INTERPRET:-}" ] || TRITON_INTERPRET=1 python3 -m pytest -q -m interpret -p no:cacheprovider 2>&1 | tail -n 3
   torchalign grep TTAATTAATGC -k 2 --both-strands --device cuda > "$OUT/grep.tsv"; head -n 4 "$OUT/grep.tsv"

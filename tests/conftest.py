@@ -1,5 +1,5 @@
 """Test tiers: CPU (default), interpreter (`TRITON_INTERPRET=1 pytest -m interpret`, its
-own process), GPU (`pytest -m gpu`, skipped without CUDA)."""
+own process), GPU (`pytest -m gpu -n 4 --dist loadscope`, skipped without CUDA)."""
 
 import inspect
 import os

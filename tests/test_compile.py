@@ -218,6 +218,40 @@ def test_compiles(compiled, kernel, cap):
             assert half == ("max.f16x2" in ptx) == ("add.rn.f16x2" in ptx), label  # (the opt-in float16 pairs)
             assert not dpx or cap >= 90, label
         assert any("DPX=False" in label for label in results) and any("HALF=1" in label for label in results)
+    if kernel.startswith("soft_align"):  # exp and log as the bare MUFU instructions (soft_align.FAST_MATH)
+        for label, (_, _, ptx, _) in results.items():
+            assert "ex2.approx.ftz.f32" in ptx, label
+
+
+_LSE_PTX = """
+import triton, triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from torchalign_kernels import soft_align
+
+@triton.jit
+def lse(x_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 32))
+    tl.store(x_ptr + tl.arange(0, 32), soft_align._lse2(x, x + 1.0))
+
+print(triton.compile(ASTSource(lse, {"x_ptr": "*fp32"}), target=GPUTarget("cuda", 80, 32)).asm["ptx"])
+"""
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+def test_soft_fast_math_is_a_switch(fast, tmp_path):
+    """TORCHALIGN_SOFT_FAST_MATH=0 (and the interpreter) compiles tl.exp / tl.log, no inline
+    approximations; by default the lse is ex2/lg2.approx.ftz (a process each: the switch is
+    read when the kernels' module is imported)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "lse_ptx.py").write_text(_LSE_PTX)  # (triton.jit reads a kernel's source from its file)
+    env = dict(os.environ, TORCHALIGN_SOFT_FAST_MATH=fast, TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    ptx = subprocess.run([sys.executable, str(tmp_path / "lse_ptx.py")], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert "ld.global" in ptx  # (the kernel's PTX)
+    assert ("lg2.approx.ftz.f32" in ptx) == ("ex2.approx.ftz.f32" in ptx) == (fast == "1")
 
 
 def test_dpx_needs_sm_90():
