@@ -161,6 +161,24 @@ def test_double_backward_runs_one_sweep_of_each(monkeypatch, mode):
     torch.testing.assert_close(hz, (fd[0] - fd[1]) / (2 * eps), rtol=1e-5, atol=1e-7)
 
 
+def test_backward_makes_no_gradient_for_the_saved_table():
+    """The table output is not differentiable: the backward gets no zero-filled table-sized
+    gradient for it (it did: an extra table of memory and a memset in every backward). A
+    direct call of the backward op is the baseline for what the sweep itself allocates."""
+    from .dispatch_log import OpShapes
+
+    B, N, M = 2, 5, 6
+    x = torch.randn(B, N, M, requires_grad=True)
+    v = ta.soft_align(x, 1.0, 0.5)
+    with OpShapes() as through_autograd:
+        v.sum().backward()
+    args = (x.detach(), torch.full((B, 1, 1), 1.0), torch.full((B, 1, 1), 0.5), torch.full((B,), N), torch.full((B,), M))
+    value, table = torch.ops.torchalign.soft_align(*args, 0, False, 1)
+    with OpShapes() as direct:
+        torch.ops.torchalign.soft_align_backward(*args, table, value, torch.ones(B), 0, False, 1)
+    assert through_autograd.zeros(table.shape) == direct.zeros(table.shape), through_autograd.ops
+
+
 def test_padding_takes_no_part():
     s, go, ge, lengths = ref.random_batch(4, 6, 6, torch.float32, seed=9)
     dirty = s.clone()

@@ -148,6 +148,22 @@ def test_padding_takes_no_part():
         assert gc[0, 4:].eq(0).all() and gc[1, :, 3:].eq(0).all()
 
 
+def test_backward_makes_no_gradient_for_the_saved_table():
+    """R (the saved table) is not differentiable: the backward gets no zero-filled [B, N, M]
+    gradient for it. A direct call of the backward op is the baseline."""
+    from .dispatch_log import OpShapes
+
+    costs = torch.rand(2, 5, 6, requires_grad=True)
+    v = ta.soft_dtw(costs, 0.5)
+    with OpShapes() as through_autograd:
+        v.sum().backward()
+    n, m, gamma = torch.full((2,), 5), torch.full((2,), 6), torch.full((2,), 0.5)
+    value, saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma, n, m, -1, 0, False)
+    with OpShapes() as direct:
+        torch.ops.torchalign.soft_dtw_backward(torch.ones(2), costs.detach(), gamma, saved, n, m, -1, 0, False)
+    assert through_autograd.zeros(saved.shape) == direct.zeros(saved.shape), through_autograd.ops
+
+
 def test_checkpoint_saves_fewer_rows_and_equals_full():
     g = torch.Generator().manual_seed(8)
     costs = torch.randn(2, 23, 9, generator=g, dtype=torch.float32)

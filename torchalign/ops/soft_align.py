@@ -134,11 +134,14 @@ def _setup(ctx, inputs, output):
     scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint = inputs
     value, table = output
     ctx.mark_non_differentiable(table)
+    ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a table-sized gradient for it)
     ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value)
     ctx.args = (mode, linear, checkpoint)
 
 
 def _backward(ctx, grad_value, grad_table):
+    if grad_value is None:
+        return None, None, None, None, None, None, None, None
     *saved, value = ctx.saved_tensors
     # value detached: the Hessian-vector product already holds the whole derivative through
     # it (soft_align_hvp returns none for it); an edge back to the forward would only run a
@@ -152,6 +155,7 @@ soft_align.register_autograd(_backward, setup_context=_setup)
 
 def _setup_bwd(ctx, inputs, output):
     *tensors, mode, linear, checkpoint = inputs
+    ctx.set_materialize_grads(False)  # (_backward_bwd makes the zeros it needs)
     ctx.save_for_backward(*tensors)
     ctx.args = (mode, linear, checkpoint)
 

@@ -101,6 +101,7 @@ def _setup(ctx, inputs, output):
     ctx.save_for_backward(costs, gamma, output[1], n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
     ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a [B, N, M] gradient for R)
 
 
 def _backward(ctx, grad_value, _grad_saved):
@@ -118,6 +119,7 @@ soft_dtw.register_autograd(_backward, setup_context=_setup)
 
 def _setup_backward(ctx, inputs, output):
     grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma = inputs
+    ctx.set_materialize_grads(False)  # (_double_backward makes the zeros it needs)
     ctx.save_for_backward(grad, costs, gamma, saved, n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
