@@ -426,7 +426,8 @@ def main():
     fill_ratios(rows)
     info = {"seed": SEED, "gap": GAP, "affine": AFFINE, "temperature": 1.0, "runs": runs, "sizes": sizes + ours_only,
             "wall_s": round(time.perf_counter() - t0, 1), "verification_failures": FAILURES, "peer_errors": ERRORS}
-    path = write_json(args.out, "soft_align", device, commit, rows, info, suffix="-small" if args.small else "")
+    suffix = ("-small" if args.small else "") + (f"-{args.only}" if args.only else "")  # (a day's kinds apart)
+    path = write_json(args.out, "soft_align", device, commit, rows, info, suffix=suffix)
     print()
     print(markdown_table(rows))
     print()
