@@ -31,6 +31,7 @@ import shutil
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -252,6 +253,7 @@ def cli_rows(queries, db, device, overall, runs: int = 3) -> list[Row]:
     one untimed (the kernels' cache): a process of its own (``--no-server``), then the same
     command through a ``torchalign serve db.fa`` started beforehand (its start timed apart).
     The two outputs must be identical."""
+    import contextlib
     import signal
     import subprocess
     import tempfile
@@ -261,7 +263,7 @@ def cli_rows(queries, db, device, overall, runs: int = 3) -> list[Row]:
     env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(device.index if device.index is not None else 0))
     cells = float(sum(map(len, queries))) * sum(map(len, db))
     rows, outputs = [], []
-    with tempfile.TemporaryDirectory(prefix="cli-") as work:
+    with tempfile.TemporaryDirectory(prefix="cli-") as work, contextlib.ExitStack() as stack:
         qfa, dfa = os.path.join(work, "q.fa"), os.path.join(work, "db.fa")
         cudasw.write_fasta(qfa, queries, "q")
         cudasw.write_fasta(dfa, db, "d")
@@ -271,12 +273,12 @@ def cli_rows(queries, db, device, overall, runs: int = 3) -> list[Row]:
             server, note = None, ""
             if served:
                 t0 = time.perf_counter()
-                log = open(os.path.join(work, "serve.log"), "w+")
+                log = stack.enter_context(open(os.path.join(work, "serve.log"), "w"))
                 server = subprocess.Popen([sys.executable, "-m", "torchalign", "serve", dfa], env=env,
                                           stdout=subprocess.DEVNULL, stderr=log)
-                while "listening at" not in open(log.name).read():
+                while "listening at" not in Path(log.name).read_text():
                     if server.poll() is not None:
-                        raise RuntimeError("torchalign serve failed: " + open(log.name).read()[-2000:])
+                        raise RuntimeError("torchalign serve failed: " + Path(log.name).read_text()[-2000:])
                     time.sleep(0.05)
                 note = f"; the server's start (read, pack, warm-up) {time.perf_counter() - t0:.1f} s"
             times = []

@@ -83,13 +83,7 @@ def run(args, device: str, usage_error) -> int:
     blast_tab.check(args, scoring, usage_error)
     if cli_distributed.launched():  # under torchrun: each rank reads the files and searches its shard, rank 0 writes
         return cli_distributed.run(args, scoring, device, lambda: _read_files(args, scoring))
-    with ExitStack() as stack:
-        q_path, d_path = _paths(args, stack)
-        q_names, queries = _read(q_path, scoring, "queries")
-        if args.databases is None:
-            d_names, database = _read(d_path, scoring, "database")
-        else:  # a server's: read once, kept on the device
-            d_names, database = args.databases.get(d_path, scoring, device)
+    (q_names, queries), (d_names, database) = _read_files(args, scoring, device)
     queries, database = queries.to(device), database.to(device)
     return _report(args, scoring, device, q_names, queries, d_names, database,
                    lambda group: ta.search(group, database, scoring, args.top, mode=args.mode))
@@ -139,16 +133,16 @@ def _report(args, scoring, device, q_names, queries, d_names, database, search) 
     return 0
 
 
-def _read_files(args, scoring):
-    """((query names, queries), (database names, database)) from the files given, else the bundled ones."""
+def _read_files(args, scoring, device=None):
+    """((query names, queries), (database names, database)) from the files given, else the
+    bundled ones; the database from a server's kept ones (``args.databases``) where it runs there."""
     with ExitStack() as stack:
-        return [_read(p, scoring, what) for p, what in zip(_paths(args, stack), ("queries", "database"))]
-
-
-def _paths(args, stack):
-    """The query and database files given, else the bundled ones."""
-    return [args.queries or bundled("swissprot_queries20.fa", stack),
-            args.database or bundled(DEFAULT_DATABASE, stack)]
+        q_path = args.queries or bundled("swissprot_queries20.fa", stack)
+        d_path = args.database or bundled(DEFAULT_DATABASE, stack)
+        queries = _read(q_path, scoring, "queries")
+        if args.databases is None:
+            return queries, _read(d_path, scoring, "database")
+        return queries, args.databases.get(d_path, scoring, device)  # a server's: read once, kept on the device
 
 
 def bundled(name: str, stack) -> str:

@@ -40,21 +40,21 @@ FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1"
 
 @triton.jit
 def _exp(x):
-    out = tl.exp(x)  # (float64: libdevice's)
     if FAST_MATH:
-        if x.dtype == tl.float32:
-            out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                            dtype=tl.float32, is_pure=True, pack=1)
+        out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
+                                        dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        out = tl.exp(x)
     return out
 
 
 @triton.jit
 def _log(x):
-    out = tl.log(x)
     if FAST_MATH:
-        if x.dtype == tl.float32:
-            out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32,
-                                            is_pure=True, pack=1) * 0.6931471805599453
+        out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                        pack=1) * 0.6931471805599453
+    else:
+        out = tl.log(x)
     return out
 
 
