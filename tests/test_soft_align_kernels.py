@@ -178,6 +178,47 @@ def test_kernels_second_order_edges(monkeypatch, mode):
 # ---- GPU -------------------------------------------------------------------------------
 
 
+try:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def finish_probe(shares, part, count, out, S, how, BLOCK: tl.constexpr):
+        k = tl.program_id(0)
+        diag_kernels._finish(tl.load(shares + k), part, count, out, 0, k, S, how, BLOCK)
+except ImportError:  # (no triton: the kernel tiers do not run)
+    finish_probe = None
+
+
+@pytest.mark.interpret
+def test_strips_shares_combined_by_the_last_strip():
+    """The one-state kernels' strips store their shares of a pair's value (or gradient);
+    the last to finish writes the sum (how 0), the log-sum-exp (1) or that with a 0 term
+    (2: local). Shares of -inf, more strips than BLOCK (two chunks), and a NaN share (a
+    wait that gave up) among -inf ones: NaN, never a number."""
+    g = torch.Generator().manual_seed(5)
+    for S in (1, 3, 11):
+        shares = torch.randn(S, generator=g) * 30
+        shares[S // 2] = float("-inf")
+        for how, want in ((0, shares[shares > float("-inf")].sum()), (1, torch.logsumexp(shares, 0)),
+                          (2, torch.logaddexp(torch.logsumexp(shares, 0), torch.zeros(())))):
+            x = torch.where(shares > float("-inf"), shares, 0.0) if how == 0 else shares
+            out = torch.zeros(1)
+            finish_probe[(S,)](x, torch.empty(S), torch.zeros(1, dtype=torch.int32), out, S, how, BLOCK=4)
+            torch.testing.assert_close(out[0], want.float(), rtol=1e-6, atol=1e-5)
+    none = torch.full((5,), float("-inf"))
+    for how, want in ((1, float("-inf")), (2, 0.0)):
+        out = torch.zeros(1)
+        finish_probe[(5,)](none, torch.empty(5), torch.zeros(1, dtype=torch.int32), out, 5, how, BLOCK=4)
+        assert out.item() == want
+    for how in (0, 1, 2):
+        bad = none.clone()
+        bad[3] = float("nan")
+        out = torch.zeros(1)
+        finish_probe[(5,)](bad, torch.empty(5), torch.zeros(1, dtype=torch.int32), out, 5, how, BLOCK=4)
+        assert out.isnan().all()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("gaps", ["affine", "linear", "position"])

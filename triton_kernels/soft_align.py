@@ -38,6 +38,22 @@ FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1"
                          and os.environ.get("TORCHALIGN_SOFT_FAST_MATH", "1") != "0")
 
 
+# Steps ahead at which the one-state kernels prefetch what a later step loads (the scores,
+# each lane on its own row; the backward's table): a load issued one step ahead waits for
+# DRAM at the next step's register move (benchmarks/NOTES.md). 0: none (the interpreter).
+PREFETCH = tl.constexpr(0 if os.environ.get("TRITON_INTERPRET") == "1"
+                        else int(os.environ.get("TORCHALIGN_SOFT_PREFETCH", "16")))
+
+
+@triton.jit
+def _prefetch(ptrs, mask):
+    """Bring the lines at ``ptrs`` (where ``mask``) into L2 (ptxas drops an L1 prefetch on sm_90)."""
+    if PREFETCH > 0:
+        tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.b32 $0, 0; }",
+                                  "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False,
+                                  pack=1)
+
+
 @triton.jit
 def _exp(x):
     if FAST_MATH:

@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_align import NEG, _exp, _log, _lse2, _p
+from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _p, _prefetch
 from .spin import GAVE_UP, wait_until
 
 
@@ -96,6 +96,41 @@ def _lse3_p(a, b, c):
 
 
 @triton.jit
+def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constexpr):
+    """Store strip k's share of pair b's result; the pair's last strip to finish writes
+    out[b]: the shares' sum (how 0), their log-sum-exp (1), or that with one more term 0
+    (2: local's empty alignment). A NaN share (a wait gave up) makes out[b] NaN. (One
+    combine in the kernel, not a chain of small torch launches after it.)"""
+    tl.store(part_ptr + b * S + k, share)
+    tl.debug_barrier()
+    if tl.atomic_add(count_ptr + b, 1, sem="acq_rel") == S - 1:  # the others' shares precede their release
+        offs = tl.arange(0, BLOCK)
+        mx = tl.where(how == 2, 0.0, NEG)
+        acc = tl.where(how == 2, 1.0, 0.0)  # a sum, or the sum of exp(share - mx)
+        bad = 0
+        c0 = 0
+        while c0 < S:
+            c = c0 + offs
+            x = tl.load(part_ptr + b * S + c, mask=c < S, other=0.0, cache_modifier=".cg")
+            bad += tl.sum((x != x).to(tl.int32), 0)
+            if how == 0:
+                acc += tl.sum(x, 0)
+            else:
+                x = tl.where(c < S, x, NEG)
+                m2 = tl.maximum(mx, tl.max(x, 0))
+                ms = tl.where(m2 == NEG, 0.0, m2)
+                acc = acc * tl.exp(mx - ms) + tl.sum(tl.exp(x - ms), 0)
+                mx = m2
+            c0 += BLOCK
+        out = acc
+        if how != 0:
+            out = tl.where(mx == NEG, NEG, mx + tl.log(acc))
+        if bad > 0:
+            out = float("nan")
+        tl.store(out_ptr + b, out)
+
+
+@triton.jit
 def _wait(flag, target, seen):
     """spin.wait_until once ``target`` passes what was ``seen``; GAVE_UP stays GAVE_UP."""
     if (target > seen) & (seen != GAVE_UP):
@@ -104,19 +139,20 @@ def _wait(flag, target, seen):
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'B', 'S'])
-def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, sync_ptr, B, S,
-                               zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE, BLOCK: tl.constexpr,
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, out_ptr, sync_ptr, B,
+                               S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE, BLOCK: tl.constexpr,
                                HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
     table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
-    semiglobal), combined by the caller. Strip k reads strip k - 1's last row as it is
-    written (its progress counter, sync[2 + b S + k - 1]: columns done).
+    semiglobal), which the pair's last strip to finish combines into out[b]. Strip k
+    reads strip k - 1's last row as it is written (its progress counter,
+    sync[2 + b S + k - 1]: columns done; sync[2 + B S + b]: the pair's strips finished).
     TANGENT: the forward half of the Hessian-vector product instead. V is recomputed (the
     table, forward()'s, is only read: the row above a strip), and the directional
     derivatives dV along z (scores zs, gap zg [B]) go to dtab (the table's slots): dV =
     sum over in-edges of p (d term), the edge probabilities p normalised per node;
-    part[b, k]: the strip's share of d value (value [B]: the pair's value), summed by the
-    caller."""
+    part[b, k]: the strip's share of d value (value [B]: the pair's value), summed into
+    out[b]."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -194,6 +230,8 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s_c = s_n
             jn = j + 2
             s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            jp = j + PREFETCH
+            _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
             if t + 2 <= m:
                 seen = _wait(flag_in, t + 3, seen)
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
@@ -208,6 +246,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 zs = zs_c
                 zs_c = zs_n
                 zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+                _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
                 if MODE == 1:
                     dd = zs + _p(diag, ld) * ddiag  # d lse(0, V_diag) = sigma d V_diag
@@ -263,15 +302,15 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 value = tl.zeros_like(value)
     if (k > 0) & (r0 >= n):
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
+    how = tl.where(MODE == 1, 2, 1)  # log-sum-exp of the shares (local: and the empty alignment's 0)
     if TANGENT:  # the share of d value: sums, not log-sums
         value = tl.sum(dacc, 0)
         if (MODE == 0) & (n == 0) & (k == 0):  # the value is row 0's
             value = -m.to(tl.float32) * zg
-    elif (S == 1) & (MODE == 1):  # the whole value (the caller combines nothing): + the empty alignment
-        value = _lse2(value, tl.zeros_like(value))
+        how = 0
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
-    tl.store(part_ptr + b * S + k, value)
+    _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK)
 
 
 HAND_OFF = 8  # a strip publishes its progress every HAND_OFF columns
@@ -295,26 +334,23 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
     table = torch.empty((B, N + 1, 1, M + 1), dtype=torch.float32, device=s.device)
     if not B:
         return s.new_empty(0), table
-    part = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off)
-    if part.shape[1] == 1:  # one strip per pair: the kernel's value is the whole (small calls: no more launches)
-        return part[:, 0], table
-    value = torch.logsumexp(part, 1)
-    return (torch.logaddexp(value, torch.zeros_like(value)) if mode == 1 else value), table  # local: + the empty one
+    return _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off), table
 
 
 def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None):
-    """The forward kernel's per-strip shares [B, S]; ``tangent``: (zs, zg, dtable, value)."""
+    """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]."""
     B, N, M = s.shape
     blk = block or block_for(N)
     S = max(1, triton.cdiv(N, blk))
     part = s.new_empty(B, S)
-    sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
+    out = s.new_empty(B)
+    sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
     soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
-                                         table[0].numel(), part, sync, B, S, zs, zg, dtab, value, mode, BLOCK=blk,
-                                         HAND_OFF=hand_off, TANGENT=tangent is not None,
+                                         table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
+                                         BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                                          num_warps=warps or _warps(blk))
-    return part
+    return out
 
 
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -19,9 +19,9 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_align import NEG, _lse2, _p
-from .soft_align_diag import (HAND_OFF, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait, _warps,
-                              block_for)
+from .soft_align import NEG, PREFETCH, _lse2, _p, _prefetch
+from .soft_align_diag import (HAND_OFF, _finish, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
+                              _warps, block_for)
 from .spin import GAVE_UP
 
 
@@ -59,13 +59,14 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
-def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr,
-                               gs_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr,
-                               MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, HVP: tl.constexpr):
+def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr, grad_s,
+                               gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr,
+                               dvalue_ptr, MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
-    adjoint of the aligned-pair term (the expected alignment times grad), dg[b, k] = - grad
-    times the strip's expected number of gap positions. Flows into the strip's top row go
+    adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
+    times the expected number of gap positions (each strip's share in part[b, k], summed
+    by the pair's last strip to finish). Flows into the strip's top row go
     to f[b, k] (two rows: down, down-right), which strip k - 1 reads as they are written
     (progress counter sync[2 + b S + k]: columns done from the right).
     HVP: the backward half of the Hessian-vector product: with dV (dtab) and d value
@@ -80,7 +81,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
     value = tl.load(value_ptr + b)
-    gout = tl.load(grad_ptr + b)
+    gout = tl.load(grad_ptr + b * grad_s)
     sp = s_ptr + b * s_b
     gp = gs_ptr + b * s_b
     tab = tab_ptr + b * tab_b
@@ -144,7 +145,15 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t, offs, lane, bottom,
                                               m, 0.0)
+        qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
+            jp = t - PREFETCH - offs
+            _prefetch(tab + qp + offs, lane & (jp >= 0) & (jp <= m))
+            _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
+            if HVP:
+                _prefetch(dtab + qp + offs, lane & (jp >= 0) & (jp <= m))
+                _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
+            qp -= _slot_step(t - PREFETCH - 1, R, m)
             q1 = q2
             q2 -= _slot_step(t - 3, R, m)
             tq -= _top_step(r0, t - 2, m, BLOCK)
@@ -268,7 +277,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             dg = tl.where(HVP, 0.0, -gout * m.to(tl.float32))
     if seen == GAVE_UP:
         dg = float("nan")
-    tl.store(dg_ptr + b * S + k, dg)
+    _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
 def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None):
@@ -279,16 +288,18 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
         return gs, s.new_empty(0)
     blk = block or block_for(N)
     S = max(1, triton.cdiv(N, blk))
-    dg = s.new_empty(B, S)
+    part = s.new_empty(B, S)
+    dg = s.new_empty(B)
     flows = s.new_empty(B, S, 4 if hvp else 2, M + 1)
-    sync = torch.zeros(2 + B * S, dtype=torch.int32, device=s.device)
+    sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
+    grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
     soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
-                                         table[0].numel(), value.float().contiguous(), grad.float().contiguous(),
-                                         gs, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
+                                         table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
+                                         part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
                                          num_warps=warps or _warps(blk))
-    return gs, (dg[:, 0] if S == 1 else dg.sum(1))  # (small calls: one launch fewer)
+    return gs, dg
 
 
 def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF):
@@ -311,8 +322,7 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     zg = z_gap.float().contiguous()
     value = value.float().contiguous()
     dtab = torch.empty_like(table)
-    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off,
-                            (zs, zg, dtab, value)).sum(1)
+    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value))
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
                              (zs, zg, dtab, dvalue))
     return gs, dg, dvalue

@@ -89,7 +89,7 @@ def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_
                         checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:
         gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
-                                                         value, grad.contiguous(), mode)
+                                                         value, grad, mode)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
@@ -111,7 +111,7 @@ def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens:
                    mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:  # the one-state kernels' table
         gs, dg, dgrad = kernels("soft_align_diag_bwd").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table,
-                                                           value, grad.contiguous(), z_scores, z_open.reshape(-1),
+                                                           value, grad, z_scores, z_open.reshape(-1),
                                                            mode)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend), dgrad
     if _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
