@@ -143,6 +143,7 @@ def _forward_row(s_ptr, s_i, go_ptr, ge_ptr, g_i, g_j, prev_ptr, out_ptr, i, n, 
             px1 = tl.load(prev_ptr + st + j - 1, mask=left, other=NEG)
             py1 = tl.load(prev_ptr + 2 * st + j - 1, mask=left, other=NEG)
             s = tl.load(s_ptr + (i - 1).to(tl.int64) * s_i + j - 1, mask=left, other=0.0)
+            _prefetch(s_ptr + i.to(tl.int64) * s_i + j - 1, left & (ib < nb))  # the next row's
             d = _lse3(pm1, px1, py1)
             if MODE == 1:
                 d = _lse2(d, tl.zeros_like(d))
@@ -309,10 +310,14 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
             carry = tl.full((), 0.0, tl.float32)  # QX right of the chunk
             dcarry = tl.full((), 0.0, tl.float32)  # dQX right of the chunk
             gx_row = (tl.maximum(i, 1) - 1).to(tl.int64)
+            pv = _row_ptr(tab_ptr, seg_ptr, tb, sb, tl.maximum(i - 1, 0), K, row_stride)  # the next row's values
             jb = m
             while jb >= 0:
                 j = jb - offs  # reverse column order: the scan runs right to left
                 inrow = j >= 0
+                for state in tl.static_range(3):
+                    _prefetch(pv + state * st + j, inrow & (i > r0))
+                _prefetch(sp + (i - 1).to(tl.int64) * s_i + j, inrow & (j < m) & (i >= 1))
                 ib = tl.zeros_like(j) + i  # (scalar conditions as vectors: masks must be blocks)
                 nb = tl.zeros_like(j) + n
                 right = inrow & (j + 1 <= m)
