@@ -181,7 +181,7 @@ def soft_align(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode: str
     otherwise); an int K keeps every K-th row and recomputes the rows between (three
     states; one more forward sweep inside the backward, 1/K of the memory plus one
     segment of K rows); "auto" takes K = sqrt(N + 1). The Hessian-vector product (a loss
-    on soft_alignment's P) holds the tangents beside the table (8 B per cell for the
+    on soft_alignment's P) holds the tangents beside the table (4 B per cell for the
     one-state path; three states: 24 B per cell, every row whatever K).
 
     Recurrences, borders and how they map to other tools' conventions: the module

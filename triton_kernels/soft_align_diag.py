@@ -105,8 +105,8 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
     tl.debug_barrier()
     if tl.atomic_add(count_ptr + b, 1, sem="acq_rel") == S - 1:  # the others' shares precede their release
         offs = tl.arange(0, BLOCK)
-        mx = tl.where(how == 2, 0.0, NEG).to(share.dtype)
-        acc = tl.where(how == 2, 1.0, 0.0).to(share.dtype)  # a sum, or the sum of exp(share - mx)
+        mx = tl.where(how == 2, 0.0, NEG)
+        acc = tl.where(how == 2, 1.0, 0.0)  # a sum, or the sum of exp(share - mx)
         bad = 0
         c0 = 0
         while c0 < S:
@@ -126,7 +126,7 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
         if how != 0:
             out = tl.where(mx == NEG, NEG, mx + tl.log(acc))
         if bad > 0:
-            out = tl.full((), float("nan"), share.dtype)
+            out = float("nan")
         tl.store(out_ptr + b, out)
 
 
@@ -161,9 +161,6 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     g = tl.load(g_ptr + b)
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
-    # the tangents in float64: the backward takes differences of neighbouring dV, which grow
-    # along the pair (hundreds at 2,000^2) while their differences are O(1)
-    TD: tl.constexpr = tl.float64 if TANGENT else tl.float32
     zg = 0.0
     if TANGENT:
         zg = tl.load(zg_ptr + b)
@@ -185,14 +182,14 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             else:
                 v0 = tl.full((BLOCK,), NEG, tl.float32)
             if TANGENT:  # d of row 0: global's -j g, the others constant
-                tl.store(dtab + j, tl.where(MODE == 0, -j.to(tl.float64) * zg, 0.0), mask=j <= m)
+                tl.store(dtab + j, tl.where(MODE == 0, -j.to(tl.float32) * zg, 0.0), mask=j <= m)
             else:
                 tl.store(tab + j, v0, mask=j <= m)
             j0 += BLOCK
         tl.debug_barrier()
         seen = m + 1
     acc = tl.full((BLOCK,), NEG, tl.float32)  # local / semiglobal: the end terms, per lane
-    dacc = tl.zeros((BLOCK,), TD)  # TANGENT: the end terms' share of d value, per lane
+    dacc = tl.zeros((BLOCK,), tl.float32)  # TANGENT: the end terms' share of d value, per lane
     idx_up = tl.maximum(offs - 1, 0)
     r0 = k * BLOCK
     if r0 < n:
@@ -211,10 +208,10 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         left = tl.full((BLOCK,), NEG, tl.float32)
         s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
         s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
-        dup = tl.zeros((BLOCK,), TD)  # TANGENT: the same for dV and the direction zs
-        dtop = tl.zeros((), TD)
-        ddiag = tl.zeros((BLOCK,), TD)
-        dleft = tl.zeros((BLOCK,), TD)
+        dup = tl.zeros((BLOCK,), tl.float32)  # TANGENT: the same for dV and the direction zs
+        dtop = tl.zeros((), tl.float32)
+        ddiag = tl.zeros((BLOCK,), tl.float32)
+        dleft = tl.zeros((BLOCK,), tl.float32)
         zs_c = tl.zeros((BLOCK,), tl.float32)
         zs_n = tl.zeros((BLOCK,), tl.float32)
         if TANGENT:
@@ -309,10 +306,10 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     if TANGENT:  # the share of d value: sums, not log-sums
         value = tl.sum(dacc, 0)
         if (MODE == 0) & (n == 0) & (k == 0):  # the value is row 0's
-            value = -m.to(tl.float64) * zg
+            value = -m.to(tl.float32) * zg
         how = 0
     if seen == GAVE_UP:
-        value = tl.full((), float("nan"), value.dtype)  # a wait gave up: never a wrong value
+        value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
     _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK)
 
 
@@ -341,14 +338,12 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
 
 
 def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None):
-    """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]
-    (float64, as dtable)."""
+    """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]."""
     B, N, M = s.shape
     blk = block or block_for(N)
     S = max(1, triton.cdiv(N, blk))
-    dtype = torch.float64 if tangent else torch.float32
-    part = s.new_empty(B, S, dtype=dtype)
-    out = s.new_empty(B, dtype=dtype)
+    part = s.new_empty(B, S)
+    out = s.new_empty(B)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
     soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,

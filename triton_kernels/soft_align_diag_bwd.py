@@ -91,9 +91,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     vv = tl.zeros((BLOCK,), tl.float32) + value
     zg = 0.0
     dvv = tl.zeros((BLOCK,), tl.float32)
-    if HVP:  # (dV and d value in float64: see the tangent forward)
+    if HVP:
         zg = tl.load(zg_ptr + b)
-        dvv = tl.zeros((BLOCK,), tl.float64) + tl.load(dvalue_ptr + b)
+        dvv += tl.load(dvalue_ptr + b)
         dtab = dtab_ptr + b * tab_b
     flag_out = sync_ptr + 2 + b * S + k
     flag_in = flag_out + 1
@@ -192,14 +192,14 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 du = dVu - zg
                 dl = dVl - zg
                 dq = df_left + df_down + df_dr + dbelow
-                dqd = dq * pd + q * pd * (dd - dV).to(tl.float32)
-                dqu = dq * pu + q * pu * (du - dV).to(tl.float32)
-                dql = dq * pl + q * pl * (dl - dV).to(tl.float32)
+                dqd = dq * pd + q * pd * (dd - dV)
+                dqu = dq * pu + q * pu * (du - dV)
+                dql = dq * pl + q * pl * (dl - dV)
             if MODE == 1:
                 e = tl.where(has_l, gout * _p(dterm, vv), 0.0)  # the end edge from M
                 qd += e
                 if HVP:
-                    dqd += e * (dd - dvv).to(tl.float32)
+                    dqd += e * (dd - dvv)
             elif MODE == 2:
                 e_node = _lse2(dterm, uterm)
                 e = tl.where(live & last_row, gout * _p(e_node, vv), 0.0)
@@ -208,8 +208,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 qd += ed
                 qu += eu
                 if HVP:
-                    dqd += ed * (dd - dvv).to(tl.float32)
-                    dqu += eu * (du - dvv).to(tl.float32)
+                    dqd += ed * (dd - dvv)
+                    dqu += eu * (du - dvv)
             qd = tl.where(live, qd, 0.0)
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, ql, 0.0)
@@ -223,7 +223,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 dql = tl.where(live, dql, 0.0)
                 dfd = dqd * sig
                 if MODE == 1:
-                    dfd += qd * sig * (1.0 - sig) * dVd.to(tl.float32)
+                    dfd += qd * sig * (1.0 - sig) * dVd
                 tl.store(grow + j - 1, dqd, mask=has_l)
                 cu = dqu  # what the gap terms and the flows into row 0 count
                 cd = dfd
@@ -312,8 +312,8 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
         hand_off=HAND_OFF):
     """The derivatives of backward()'s outputs along z = (z_scores [B, N, M], z_gap [B]), and
     d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
-    the tangents dV (float64, 8 B per cell beside forward()'s table), then the backward
-    sweep with the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3)."""
+    the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
+    the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     if not B:
@@ -321,11 +321,11 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     zs = z_scores.float().contiguous()
     zg = z_gap.float().contiguous()
     value = value.float().contiguous()
-    dtab = torch.empty_like(table, dtype=torch.float64)
+    dtab = torch.empty_like(table)
     dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value))
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
                              (zs, zg, dtab, dvalue))
-    return gs, dg, dvalue.float()
+    return gs, dg, dvalue
 
 
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

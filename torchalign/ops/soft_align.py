@@ -22,7 +22,7 @@ checkpoints run torchalign_kernels.soft_align_diag (forward) and soft_align_diag
 (S = 1; its own slot order). Everything else runs the three-state kernels of
 torchalign_kernels.soft_align (S = 3). The Hessian-vector product of the one-state table
 runs soft_align_diag_bwd.hvp (a tangent sweep and a backward sweep with the adjoints'
-derivatives, the tangents 8 B per cell more: float64); of the three-state table soft_align_hvp
+derivatives, the tangents 4 B per cell more); of the three-state table soft_align_hvp
 (with soft_align's backward kernel), which reads the saved table when every row was kept
 (K = 1; else recomputes it) and holds the tangents, 24 B per cell in all. float64 runs
 the torch code of torchalign.cpu.soft_align on any device (the kernels compute in
