@@ -221,6 +221,8 @@ def test_compiles(compiled, kernel, cap):
     if kernel.startswith("soft_align"):  # exp and log as the bare MUFU instructions (soft_align.FAST_MATH)
         for label, (_, _, ptx, _) in results.items():
             assert "ex2.approx.ftz.f32" in ptx, label
+            # what later steps load, brought into L2 ahead (soft_align.PREFETCH; the tangent rows excepted)
+            assert ("prefetch.global.L2" in ptx) == (kernel != "soft_align_hvp.soft_align_tangent_kernel"), label
 
 
 _LSE_PTX = """
@@ -232,6 +234,7 @@ from torchalign_kernels import soft_align
 @triton.jit
 def lse(x_ptr):
     x = tl.load(x_ptr + tl.arange(0, 32))
+    soft_align._prefetch(x_ptr + 32 + tl.arange(0, 32), x > 0)
     tl.store(x_ptr + tl.arange(0, 32), soft_align._lse2(x, x + 1.0))
 
 print(triton.compile(ASTSource(lse, {"x_ptr": "*fp32"}), target=GPUTarget("cuda", 80, 32)).asm["ptx"])
@@ -239,19 +242,21 @@ print(triton.compile(ASTSource(lse, {"x_ptr": "*fp32"}), target=GPUTarget("cuda"
 
 
 @pytest.mark.parametrize("fast", ["1", "0"])
-def test_soft_fast_math_is_a_switch(fast, tmp_path):
+def test_soft_fast_math_and_prefetch_are_switches(fast, tmp_path):
     """TORCHALIGN_SOFT_FAST_MATH=0 (and the interpreter) compiles tl.exp / tl.log, no inline
-    approximations; by default the lse is ex2/lg2.approx.ftz (a process each: the switch is
-    read when the kernels' module is imported)."""
+    approximations; by default the lse is ex2/lg2.approx.ftz. TORCHALIGN_SOFT_PREFETCH=0:
+    no prefetch (a process each: the switches are read when the kernels' module is imported)."""
     import subprocess
     import sys
 
     (tmp_path / "lse_ptx.py").write_text(_LSE_PTX)  # (triton.jit reads a kernel's source from its file)
-    env = dict(os.environ, TORCHALIGN_SOFT_FAST_MATH=fast, TRITON_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, TORCHALIGN_SOFT_FAST_MATH=fast, TORCHALIGN_SOFT_PREFETCH="16" if fast == "1" else "0",
+               TRITON_CACHE_DIR=str(tmp_path / "cache"))
     ptx = subprocess.run([sys.executable, str(tmp_path / "lse_ptx.py")], env=env, capture_output=True, text=True,
                          check=True).stdout
     assert "ld.global" in ptx  # (the kernel's PTX)
     assert ("lg2.approx.ftz.f32" in ptx) == ("ex2.approx.ftz.f32" in ptx) == (fast == "1")
+    assert ("prefetch.global.L2" in ptx) == (fast == "1")
 
 
 def test_dpx_needs_sm_90():

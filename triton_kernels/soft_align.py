@@ -38,9 +38,10 @@ FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1"
                          and os.environ.get("TORCHALIGN_SOFT_FAST_MATH", "1") != "0")
 
 
-# Steps ahead at which the one-state kernels prefetch what a later step loads (the scores,
-# each lane on its own row; the backward's table): a load issued one step ahead waits for
-# DRAM at the next step's register move (benchmarks/NOTES.md). 0: none (the interpreter).
+# Steps ahead at which the one-state kernels prefetch into L2 what a later step loads (the
+# scores, each lane on its own row; the backward's table): a load issued one step ahead
+# waits for DRAM at the next step's register move (benchmarks/NOTES.md). The three-state
+# rows prefetch the next row. 0: none (and the interpreter, which runs no inline PTX).
 PREFETCH = tl.constexpr(0 if os.environ.get("TRITON_INTERPRET") == "1"
                         else int(os.environ.get("TORCHALIGN_SOFT_PREFETCH", "16")))
 
