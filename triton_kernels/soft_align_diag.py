@@ -138,9 +138,9 @@ def _wait(flag, target, seen):
     return seen
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'B', 'S'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'B', 'S'])
 def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, out_ptr, sync_ptr, B,
-                               S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE, BLOCK: tl.constexpr,
+                               S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr,
                                HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
     table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
@@ -302,7 +302,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
                 value = tl.zeros_like(value)
     if (k > 0) & (r0 >= n):
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
-    how = tl.where(MODE == 1, 2, 1)  # log-sum-exp of the shares (local: and the empty alignment's 0)
+    how = 2 if MODE == 1 else 1  # log-sum-exp of the shares (local: and the empty alignment's 0)
     if TANGENT:  # the share of d value: sums, not log-sums
         value = tl.sum(dacc, 0)
         if (MODE == 0) & (n == 0) & (k == 0):  # the value is row 0's

@@ -58,10 +58,11 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
         c0 += ZB
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'MODE', 'tab_b', 'f_b', 'B', 'S'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'f_b', 'B', 'S'])
 def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr, grad_s,
                                gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr,
-                               dvalue_ptr, MODE, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, HVP: tl.constexpr):
+                               dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+                               HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
     adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
