@@ -77,13 +77,15 @@ def forward(argv: list[str]) -> int | None:
             conn = Client(path, family="AF_UNIX", authkey=f.read())
     except (OSError, EOFError, AuthenticationError):  # a socket left by a server that died, or not ours
         return None
+    except KeyboardInterrupt:  # Ctrl-C while a busy server has not yet taken the command
+        return 130
     with conn:
         try:
             cwd = os.getcwd()
         except OSError:  # (a working directory removed under the process)
             return None
-        conn.send({"protocol": PROTOCOL, "argv": list(argv), "cwd": cwd})
         try:
+            conn.send({"protocol": PROTOCOL, "argv": list(argv), "cwd": cwd})
             return _relay(conn, path)
         except KeyboardInterrupt:  # Ctrl-C: the server stops the command at its next write
             return 130
