@@ -225,19 +225,19 @@ def test_compiles(compiled, kernel, cap):
             assert ("prefetch.global.L2" in ptx) == (kernel != "soft_align_hvp.soft_align_tangent_kernel"), label
 
 
-_LSE_PTX = """
+_SWITCHES_PTX = """
 import triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from torchalign_kernels import soft_align
 
 @triton.jit
-def lse(x_ptr):
+def probe(x_ptr):
     x = tl.load(x_ptr + tl.arange(0, 32))
     soft_align._prefetch(x_ptr + 32 + tl.arange(0, 32), x > 0)
     tl.store(x_ptr + tl.arange(0, 32), soft_align._lse2(x, x + 1.0))
 
-print(triton.compile(ASTSource(lse, {"x_ptr": "*fp32"}), target=GPUTarget("cuda", 80, 32)).asm["ptx"])
+print(triton.compile(ASTSource(probe, {"x_ptr": "*fp32"}), target=GPUTarget("cuda", 80, 32)).asm["ptx"])
 """
 
 
@@ -249,10 +249,10 @@ def test_soft_fast_math_and_prefetch_are_switches(fast, tmp_path):
     import subprocess
     import sys
 
-    (tmp_path / "lse_ptx.py").write_text(_LSE_PTX)  # (triton.jit reads a kernel's source from its file)
+    (tmp_path / "switches_ptx.py").write_text(_SWITCHES_PTX)  # (triton.jit reads a kernel's source from its file)
     env = dict(os.environ, TORCHALIGN_SOFT_FAST_MATH=fast, TORCHALIGN_SOFT_PREFETCH="16" if fast == "1" else "0",
                TRITON_CACHE_DIR=str(tmp_path / "cache"))
-    ptx = subprocess.run([sys.executable, str(tmp_path / "lse_ptx.py")], env=env, capture_output=True, text=True,
+    ptx = subprocess.run([sys.executable, str(tmp_path / "switches_ptx.py")], env=env, capture_output=True, text=True,
                          check=True).stdout
     assert "ld.global" in ptx  # (the kernel's PTX)
     assert ("lg2.approx.ftz.f32" in ptx) == ("ex2.approx.ftz.f32" in ptx) == (fast == "1")

@@ -93,7 +93,7 @@ def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
-                                                    grad.contiguous(), mode, linear, checkpoint)
+                                                    grad, mode, linear, checkpoint)
     else:
         P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
         gs, go, ge = cpu.backward(P, table, value, grad, checkpoint)
