@@ -2,6 +2,8 @@
 pytest process; small sizes, small BLOCK to cross chunk boundaries) against the CPU path,
 and on a GPU (pytest -m gpu) against the float64 CPU path, long pairs, torch.compile."""
 
+import sys
+
 import pytest
 import torch
 from torch.autograd import gradgradcheck
@@ -138,6 +140,33 @@ def test_kernels_second_order_match_cpu_path(monkeypatch, mode, gaps):
         (((P - target) ** 2).sum() + v.sum()).backward()
         return [v.detach(), x.grad, o.grad, None if e is None else e.grad, t.grad]
 
+    got = run()
+    with monkeypatch.context() as m:
+        m.delenv("TORCHALIGN_CPU_BACKEND")
+        want = run()
+    _compare(got, want)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
+def test_kernels_centred_match_cpu_path(monkeypatch):
+    """The one-state kernels with the centring (forced on at this size): value, gradients
+    and a loss on P through the Hessian-vector product equal the CPU path's, centred or not;
+    strips of 4 rows."""
+    _small_chunks(monkeypatch, 4)
+    s, go, _, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=5, linear=True)
+    target = torch.rand(3, 9, 7, generator=torch.Generator().manual_seed(0))
+
+    def run():
+        x, o = s.clone().requires_grad_(), go.clone().requires_grad_()
+        v, P = ta.soft_alignment(x, o, mode="global", lengths=lengths)
+        (((P - target) ** 2).sum() + v.sum()).backward()
+        return [v.detach(), x.grad, o.grad, None, torch.zeros(3)]
+
+    plain = _cpu_path(monkeypatch, s, go, None, "global", torch.ones(3), lengths)
+    monkeypatch.setattr(sys.modules["torchalign.soft_align"], "CENTRE_FROM", 0)
+    centred = _cpu_path(monkeypatch, s, go, None, "global", torch.ones(3), lengths)
+    _compare(centred, plain)
     got = run()
     with monkeypatch.context() as m:
         m.delenv("TORCHALIGN_CPU_BACKEND")
@@ -372,7 +401,7 @@ def test_cuda_opcheck():
     # full lengths: the kernels leave the table's cells past a pair's lengths unwritten
     s, go, ge, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=2, ragged=False)
     args = (s.cuda().requires_grad_(), go.reshape(3, 1, 1).cuda().requires_grad_(),
-            ge.reshape(3, 1, 1).cuda().requires_grad_(), *(x.cuda() for x in lengths), 2, False, 2)
+            ge.reshape(3, 1, 1).cuda().requires_grad_(), *(x.cuda() for x in lengths), None, 2, False, 2)
     torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)
     args = args[:-2] + (True, 2)  # linear gaps: the one-state kernels' table
     torch.library.opcheck(torch.ops.torchalign.soft_align.default, args)

@@ -138,10 +138,10 @@ def _wait(flag, target, seen):
     return seen
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'B', 'S'])
-def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, out_ptr, sync_ptr, B,
-                               S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr,
-                               HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
+@triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'B', 'S'])
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, out_ptr,
+                               sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr,
+                               BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
     table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
     semiglobal), which the pair's last strip to finish combines into out[b]. Strip k
@@ -152,13 +152,16 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     derivatives dV along z (scores zs, gap zg [B]) go to dtab (the table's slots): dV =
     sum over in-edges of p (d term), the edge probabilities p normalised per node;
     part[b, k]: the strip's share of d value (value [B]: the pair's value), summed into
-    out[b]."""
+    out[b]. shifted: the scores are read less 2 c[b] and g_ptr holds g + c[b] (the value
+    then is that of V - c (i + j), the same edge probabilities with smaller numbers:
+    torchalign.soft_align's centring)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
+    sh2 = 2.0 * tl.load(c_ptr + b, mask=shifted != 0, other=0.0)
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     zg = 0.0
@@ -207,7 +210,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
         s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
-        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) - sh2
         dup = tl.zeros((BLOCK,), tl.float32)  # TANGENT: the same for dV and the direction zs
         dtop = tl.zeros((), tl.float32)
         ddiag = tl.zeros((BLOCK,), tl.float32)
@@ -229,7 +232,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             s = s_c
             s_c = s_n
             jn = j + 2
-            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - sh2
             jp = j + PREFETCH
             _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
             if t + 2 <= m:
@@ -327,17 +330,18 @@ def _warps(block: int) -> int:
     return max(1, min(32, block // 32))
 
 
-def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand_off=HAND_OFF):
-    """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B]."""
+def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand_off=HAND_OFF, shift=None):
+    """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B];
+    ``shift`` c [B]: the scores are read less 2 c (the caller passes gap + c as ``gap``)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     table = torch.empty((B, N + 1, 1, M + 1), dtype=torch.float32, device=s.device)
     if not B:
         return s.new_empty(0), table
-    return _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off), table
+    return _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, shift=shift), table
 
 
-def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None):
+def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None, shift=None):
     """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]."""
     B, N, M = s.shape
     blk = block or block_for(N)
@@ -346,7 +350,9 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     out = s.new_empty(B)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
-    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+    gap = gap.float().contiguous()
+    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap, gap if shift is None else shift.float().contiguous(),
+                                         int(shift is not None), q_lens, t_lens, table,
                                          table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                                          num_warps=warps or _warps(blk))

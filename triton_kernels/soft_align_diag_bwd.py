@@ -26,16 +26,17 @@ from .spin import GAVE_UP
 
 
 @triton.jit
-def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other):
+def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other, shift):
     """What step u of the backward sweep reads besides V and Vu (the step before's): V at
     (i, j - 1) and (i - 1, j - 1), the score s[i, j], and in the strip's last lane the flows
-    from the strip below. q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq: (r0, u - 1).
+    from the strip below. q1, q2: the slots of lane 0 at steps u - 1, u - 2; tq: (r0, u - 1);
+    shift: subtracted from the score.
     The same for the tangents (dtab, zs, the flows' tangents: other = 0)."""
     j = u - offs
     nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
     Vl = tl.load(tab + q1 + offs, mask=nxt, other=other)
     Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=other)
-    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0)
+    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) - shift
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
@@ -58,10 +59,10 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
         c0 += ZB
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'f_b', 'B', 'S'])
-def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr, grad_ptr, grad_s,
-                               gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr,
-                               dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+@triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'f_b', 'B', 'S'])
+def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr,
+                               grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr,
+                               dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
                                HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
@@ -74,13 +75,15 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     (dvalue) from the TANGENT forward along z (zs, zg), the adjoints' derivatives dQ ride
     along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
     dg get the derivatives of the first-order outputs along z; f holds four rows (the
-    flows, then their derivatives)."""
+    flows, then their derivatives). shifted: the scores are read less 2 c[b] (the centring
+    of soft_align_diag_fwd_kernel)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
+    sh2 = 2.0 * tl.load(c_ptr + b, mask=shifted != 0, other=0.0)
     value = tl.load(value_ptr + b)
     gout = tl.load(grad_ptr + b * grad_s)
     sp = s_ptr + b * s_b
@@ -133,7 +136,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
         Vu = tl.load(tab + up_slot, mask=live, other=NEG)  # (i - 1, j)
         if below_too:
             seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
-        Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m, NEG)
+        Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m, NEG, sh2)
         dV = tl.zeros((BLOCK,), tl.float32)
         dVu = tl.zeros((BLOCK,), tl.float32)
         dVl = tl.zeros((BLOCK,), tl.float32)
@@ -145,7 +148,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             dV = tl.load(dtab + _slot(t, 0, r0, R, m) + offs, mask=live, other=0.0)
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t, offs, lane, bottom,
-                                              m, 0.0)
+                                              m, 0.0, 0.0)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
             jp = t - PREFETCH - offs
@@ -160,7 +163,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             tq -= _top_step(r0, t - 2, m, BLOCK)
             if below_too & (t - R >= 0):  # the flows into the last row at column t - R
                 seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - R)), seen)
-            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG)
+            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG, sh2)
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
             has_l = live & (j >= 1)
@@ -188,7 +191,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
             ql = q * pl
             if HVP:  # the same for the derivatives along z
                 dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t - 1, offs,
-                                                          lane, bottom, m, 0.0)
+                                                          lane, bottom, m, 0.0, 0.0)
                 dd = zs + sig * dVd
                 du = dVu - zg
                 dl = dVl - zg
@@ -281,7 +284,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, q_ptr, t_ptr, tab_ptr, ta
     _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
-def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None):
+def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None):
     """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue)."""
     B, N, M = s.shape
     gs = torch.empty((B, N, M), dtype=torch.float32, device=s.device)  # (the kernel writes every cell)
@@ -295,7 +298,9 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
     grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
-    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap.float().contiguous(), q_lens, t_lens, table,
+    gap = gap.float().contiguous()
+    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap, gap if shift is None else shift.float().contiguous(),
+                                         int(shift is not None), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
                                          part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
@@ -303,14 +308,15 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     return gs, dg
 
 
-def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF):
-    """(d scores [B, N, M], d gap [B]) times grad."""
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF,
+             shift=None):
+    """(d scores [B, N, M], d gap [B]) times grad; ``shift`` [B]: forward()'s."""
     return _sweep_backward(scores.float().contiguous(), gap, q_lens, t_lens, table, value, grad, mode, block, warps,
-                           hand_off)
+                           hand_off, shift=shift)
 
 
 def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: int, block=None, warps=None,
-        hand_off=HAND_OFF):
+        hand_off=HAND_OFF, shift=None):
     """The derivatives of backward()'s outputs along z = (z_scores [B, N, M], z_gap [B]), and
     d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
@@ -323,9 +329,10 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     zg = z_gap.float().contiguous()
     value = value.float().contiguous()
     dtab = torch.empty_like(table)
-    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value))
+    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value),
+                            shift)
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
-                             (zs, zg, dtab, dvalue))
+                             (zs, zg, dtab, dvalue), shift)
     return gs, dg, dvalue
 
 

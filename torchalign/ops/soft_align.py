@@ -2,7 +2,7 @@
 autograd, and the CPU / CUDA implementations.
 
 Three ops, each differentiable by the next:
-``soft_align`` (scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
+``soft_align`` (scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint)
 -> (value [B], table [B, R, S, M + 1]): the value at temperature 1 and the saved state,
 the M, X, Y values (S = 3; the kernels with linear gaps: S = 1, V = lse(M, X, Y)) of rows
 0, K, 2K, ... (K = checkpoint; R = N // K + 1). ``table`` is not differentiable.
@@ -12,6 +12,9 @@ gap_extend) times grad: one backward sweep, edge probabilities recomputed from t
 vector-Jacobian product (the Hessian-vector product, and d / d grad): the backward op's
 own backward, so the first backward is differentiable (gradgradcheck).
 
+``shift`` (None or c [B]): the DP reads scores - 2c (the one-state kernels as they load;
+the other paths on a shifted copy); the caller passes gaps + c and adds c (n + m) to the
+value (torchalign.soft_align's centring of long global pairs).
 Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 (gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
@@ -62,22 +65,29 @@ def _one_state(scores: Tensor, gap_open: Tensor, linear: bool, checkpoint: int) 
     return _kernel_path(scores) and linear and checkpoint == 1 and gap_open.shape[1:] == (1, 1)
 
 
-def _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear):
-    return cpu.Problem(scores, gap_open, gap_extend, mode, linear, q_lens, t_lens)
+def _shifted(scores: Tensor, shift: Tensor | None) -> Tensor:
+    """The scores the DP reads: less 2 shift[b] (paths without the one-state kernels, which
+    subtract it as they load)."""
+    return scores if shift is None else scores - 2 * shift.to(scores.dtype)[:, None, None]
+
+
+def _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear):
+    return cpu.Problem(_shifted(scores, shift), gap_open, gap_extend, mode, linear, q_lens, t_lens)
 
 
 @torch.library.custom_op("torchalign::soft_align", mutates_args=(), device_types=DEVICES)
-def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, mode: int,
-               linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
+def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
+               shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
     if _one_state(scores, gap_open, linear, checkpoint):
-        return kernels("soft_align_diag").forward(scores, gap_open.reshape(-1), q_lens, t_lens, mode)
+        return kernels("soft_align_diag").forward(scores, gap_open.reshape(-1), q_lens, t_lens, mode, shift=shift)
     if _kernel_path(scores):
-        return kernels("soft_align").forward(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint)
-    return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear), checkpoint)
+        return kernels("soft_align").forward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens, mode,
+                                             linear, checkpoint)
+    return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear), checkpoint)
 
 
 @soft_align.register_fake
-def _(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint):
+def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint):
     B, N, M = scores.shape
     S = 1 if _one_state(scores, gap_open, linear, checkpoint) else 3
     return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), S, M + 1)
@@ -85,69 +95,71 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint):
 
 @torch.library.custom_op("torchalign::soft_align_backward", mutates_args=(), device_types=DEVICES)
 def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
-                        table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
+                        shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
                         checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:
         gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
-                                                         value, grad, mode)
+                                                         value, grad, mode, shift=shift)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     if _kernel_path(scores):
-        gs, go, ge = kernels("soft_align").backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value,
-                                                    grad, mode, linear, checkpoint)
+        gs, go, ge = kernels("soft_align").backward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens,
+                                                    table, value, grad, mode, linear, checkpoint)
     else:
-        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear)
         gs, go, ge = cpu.backward(P, table, value, grad, checkpoint)
     return gs, _shaped(go, gap_open), _shaped(ge, gap_extend)
 
 
 @soft_align_backward.register_fake
-def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, mode, linear, checkpoint):
+def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, mode, linear, checkpoint):
     return torch.empty_like(scores), torch.empty_like(gap_open), torch.empty_like(gap_extend)
 
 
 @torch.library.custom_op("torchalign::soft_align_hvp", mutates_args=(), device_types=DEVICES)
 def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
-                   table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor,
-                   mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                   shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor,
+                   z_open: Tensor, z_extend: Tensor, mode: int, linear: bool,
+                   checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:  # the one-state kernels' table
         gs, dg, dgrad = kernels("soft_align_diag_bwd").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table,
                                                            value, grad, z_scores, z_open.reshape(-1),
-                                                           mode)
+                                                           mode, shift=shift)
         return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend), dgrad
     if _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
-        gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad,
+        gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(_shifted(scores, shift), gap_open, gap_extend, q_lens,
+                                                      t_lens, value, grad,
                                                       z_scores, z_open, z_extend, mode, linear, table=table)
     else:
-        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, mode, linear)
+        P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear)
         gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend), checkpoint)
     return gs, _shaped(go, gap_open), _shaped(ge, gap_extend), dgrad
 
 
 @soft_align_hvp.register_fake
-def _(scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad, z_scores, z_open, z_extend, mode, linear,
-      checkpoint):
+def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, z_scores, z_open, z_extend, mode,
+      linear, checkpoint):
     return (torch.empty_like(scores), torch.empty_like(gap_open), torch.empty_like(gap_extend),
             torch.empty_like(value))
 
 
 def _setup(ctx, inputs, output):
-    scores, gap_open, gap_extend, q_lens, t_lens, mode, linear, checkpoint = inputs
+    scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint = inputs
     value, table = output
     ctx.mark_non_differentiable(table)
     ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a table-sized gradient for it)
-    ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, table, value)
+    ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value)
     ctx.args = (mode, linear, checkpoint)
 
 
 def _backward(ctx, grad_value, grad_table):
     if grad_value is None:
-        return None, None, None, None, None, None, None, None
+        return None, None, None, None, None, None, None, None, None
     *saved, value = ctx.saved_tensors
     # value detached: the Hessian-vector product already holds the whole derivative through
     # it (soft_align_hvp returns none for it); an edge back to the forward would only run a
     # second first-order backward on zeros in every double backward
     gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, value.detach(), grad_value, *ctx.args)
-    return gs, go, ge, None, None, None, None, None
+    return gs, go, ge, None, None, None, None, None, None
 
 
 soft_align.register_autograd(_backward, setup_context=_setup)
@@ -161,12 +173,12 @@ def _setup_bwd(ctx, inputs, output):
 
 
 def _backward_bwd(ctx, z_scores, z_open, z_extend):
-    scores, gap_open, gap_extend, q_lens, t_lens, table, value, grad = ctx.saved_tensors
+    scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad = ctx.saved_tensors
     z = [torch.zeros_like(x) if g is None else g for g, x in ((z_scores, scores), (z_open, gap_open),
                                                               (z_extend, gap_extend))]
-    gs, go, ge, dgrad = torch.ops.torchalign.soft_align_hvp(scores, gap_open, gap_extend, q_lens, t_lens, table,
-                                                            value, grad, *z, *ctx.args)
-    return gs, go, ge, None, None, None, None, dgrad, None, None, None
+    gs, go, ge, dgrad = torch.ops.torchalign.soft_align_hvp(scores, gap_open, gap_extend, q_lens, t_lens, shift,
+                                                            table, value, grad, *z, *ctx.args)
+    return gs, go, ge, None, None, None, None, None, dgrad, None, None, None
 
 
 soft_align_backward.register_autograd(_backward_bwd, setup_context=_setup_bwd)
