@@ -136,12 +136,12 @@ def _centre(x, go, q_lens, t_lens):
     was 1.5e-3 off float64 without it). Exact in exact arithmetic; only rounding changes."""
     K = CENTRE_BLOCK
     with torch.no_grad():
-        side = torch.maximum(torch.maximum(q_lens, t_lens), torch.ones_like(q_lens))
-        n0 = torch.minimum(q_lens, (q_lens * K + side - 1) // side)
+        side = torch.maximum(q_lens, t_lens).clamp_min(1)
+        n0 = torch.minimum(q_lens, (q_lens * K + side - 1) // side)  # ceil(n K / side), at most n
         m0 = torch.minimum(t_lens, (t_lens * K + side - 1) // side)
-        N0, M0 = min(x.shape[1], K), min(x.shape[2], K)
-        v = torch.ops.torchalign.soft_align(x.detach()[:, :N0, :M0], go.detach(), go.detach(), n0, m0, None,
-                                            MODES.index("global"), True, 1)[0]
+        g = go.detach()
+        v = torch.ops.torchalign.soft_align(x.detach()[:, :K, :K], g, g, n0, m0, None, MODES.index("global"), True,
+                                            1)[0]
         return v / (n0 + m0).clamp_min(1).to(v.dtype)
 
 
