@@ -176,6 +176,34 @@ def test_kernels_centred_match_cpu_path(monkeypatch):
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu")
+def test_kernels_centred_tangents_match_cpu_path(monkeypatch):
+    """The Hessian-vector product of a centred problem along a direction that drifts (its
+    tangents centred too: the kernels read z_scores less 2 dc as they load): the same
+    outputs as the CPU path's; strips of 4 rows."""
+    _small_chunks(monkeypatch, 4)
+    s, go, _, (q, t) = ref.random_batch(3, 9, 7, torch.float32, seed=5, linear=True)
+    c = torch.tensor([0.4, -0.8, 1.5])
+    gap = go.reshape(3, 1, 1) + c[:, None, None]
+    z = 1 + torch.randn(3, 9, 7, generator=torch.Generator().manual_seed(3)) / 10
+    zo = -torch.ones(3, 1, 1)
+    grad = torch.tensor([0.5, 1.0, 1.5])
+    assert (sys.modules["torchalign.ops.soft_align"]._tangent_centre(s, gap, gap, q, t, c, z, zo, zo * 0, 0, True) != 0).any()
+
+    def run():
+        value, table = torch.ops.torchalign.soft_align(s, gap, gap, q, t, c, 0, True, 1)
+        return torch.ops.torchalign.soft_align_hvp(s, gap, gap, q, t, c, table, value, grad, z, zo, zo * 0, 0, True,
+                                                   1)
+
+    got = run()
+    with monkeypatch.context() as m:
+        m.delenv("TORCHALIGN_CPU_BACKEND")
+        want = run()
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.interpret
+@pytest.mark.usefixtures("kernels_on_cpu")
 @pytest.mark.parametrize("mode", MODES)
 def test_kernels_second_order_edges(monkeypatch, mode):
     """The one-state Hessian-vector product (linear gaps, one per pair) on empty sides,

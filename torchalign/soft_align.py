@@ -62,6 +62,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .cpu.soft_align import MODES
+from .ops.soft_align import CENTRE_BLOCK, leading_block
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -120,26 +121,26 @@ def _lengths(lengths, B, N, M, device):
     return tuple(out)
 
 
-# n + m from which long global pairs are centred: below it the float32 expected alignment
-# stays within 4.1e-4 of float64 (4,000^2, unit scores); the centring costs a 128-side
-# forward and ~0.65 ms a call (8 x 2,000, H100; benchmarks/NOTES.md, session 21)
-CENTRE_FROM = 8192
-CENTRE_BLOCK = 128  # the leading block whose value estimates the growth
+# n + m from which long global pairs are centred. The expected alignment alone would allow
+# 8,192 (plain float32 within 4.1e-4 of float64 at 4,000^2), but a Hessian-vector product
+# along the scores was 3.9e-3 off at 2,000^2 plain and 1.5e-4 with values and tangents
+# centred (H100). The centring costs a 128-side forward and ~0.65 ms a call (8 x 2,000,
+# H100; benchmarks/NOTES.md, sessions 21-22)
+CENTRE_FROM = 3000
 
 
 def _centre(x, go, q_lens, t_lens):
     """c [B], the growth of the one-state V per unit of i + j, from a leading block of each
-    pair (the pair's shape scaled to at most CENTRE_BLOCK a side): global alignments all
-    span n + m, so scores - 2c and gap + c give every alignment the same score less
-    c (n + m), the same probabilities, and a table V - c (i + j) of small numbers whose
-    float32 rounding no longer grows with the length (at 10,000^2 the expected alignment
-    was 1.5e-3 off float64 without it). Exact in exact arithmetic; only rounding changes."""
-    K = CENTRE_BLOCK
+    pair (ops.soft_align.leading_block): global alignments all span n + m, so scores - 2c
+    and gap + c give every alignment the same score less c (n + m), the same
+    probabilities, and a table V - c (i + j) of small numbers whose float32 rounding no
+    longer grows with the length (at 10,000^2 the expected alignment was 1.5e-3 off
+    float64 without it). Exact in exact arithmetic; only rounding changes. The
+    Hessian-vector product centres its tangents the same way (ops.soft_align)."""
     with torch.no_grad():
-        side = torch.maximum(q_lens, t_lens).clamp_min(1)
-        n0 = torch.minimum(q_lens, (q_lens * K + side - 1) // side)  # ceil(n K / side), at most n
-        m0 = torch.minimum(t_lens, (t_lens * K + side - 1) // side)
+        n0, m0 = leading_block(q_lens, t_lens)
         g = go.detach()
+        K = CENTRE_BLOCK
         v = torch.ops.torchalign.soft_align(x.detach()[:, :K, :K], g, g, n0, m0, None, MODES.index("global"), True,
                                             1)[0]
         return v / (n0 + m0).clamp_min(1).to(v.dtype)

@@ -139,8 +139,8 @@ def _wait(flag, target, seen):
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'B', 'S'])
-def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr, out_ptr,
-                               sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr,
+def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr,
+                               out_ptr, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr,
                                BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
     table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
@@ -154,7 +154,8 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
     part[b, k]: the strip's share of d value (value [B]: the pair's value), summed into
     out[b]. shifted: the scores are read less 2 c[b] and g_ptr holds g + c[b] (the value
     then is that of V - c (i + j), the same edge probabilities with smaller numbers:
-    torchalign.soft_align's centring)."""
+    torchalign.soft_align's centring); with TANGENT also zs less 2 dc[b] (the caller passes
+    zg + dc[b]: the tangents' centring, dV - dc (i + j))."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -167,6 +168,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
     zg = 0.0
     if TANGENT:
         zg = tl.load(zg_ptr + b)
+        dsh2 = 2.0 * tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)
         zsp = zs_ptr + b * s_b
         dtab = dtab_ptr + b * tab_b
         vtot = tl.zeros((BLOCK,), tl.float32) + tl.load(value_ptr + b)
@@ -221,7 +223,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
             zrow = zsp + (r0 + offs).to(tl.int64) * s_i
             dup = tl.where(offs == 0, tl.load(dtab + ts, cache_modifier=".cg"), 0.0)
             dtop = tl.load(dtab + ts + _top_step(r0, 0, m, BLOCK), mask=1 <= m, other=0.0, cache_modifier=".cg")
-            zs_n = tl.load(zrow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0)
+            zs_n = tl.load(zrow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) - dsh2
         ts += _top_step(r0, 0, m, BLOCK) + _top_step(r0, 1, m, BLOCK)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         t = 0
@@ -248,7 +250,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
             if TANGENT:
                 zs = zs_c
                 zs_c = zs_n
-                zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0)
+                zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
                 _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
                 if MODE == 1:
@@ -341,8 +343,10 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
     return _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, shift=shift), table
 
 
-def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None, shift=None):
-    """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]."""
+def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None, shift=None,
+                   tangent_shift=None):
+    """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]
+    (``tangent_shift`` dc [B], with ``shift`` only: zs is read less 2 dc)."""
     B, N, M = s.shape
     blk = block or block_for(N)
     S = max(1, triton.cdiv(N, blk))
@@ -351,8 +355,9 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
     gap = gap.float().contiguous()
-    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap, gap if shift is None else shift.float().contiguous(),
-                                         int(shift is not None), q_lens, t_lens, table,
+    c = gap if shift is None else shift.float().contiguous()
+    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
+    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap, c, dc, int(shift is not None), q_lens, t_lens, table,
                                          table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                                          num_warps=warps or _warps(blk))

@@ -60,8 +60,8 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'f_b', 'B', 'S'])
-def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, value_ptr,
-                               grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr,
+def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b,
+                               value_ptr, grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr,
                                dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
                                HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
@@ -75,8 +75,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
     (dvalue) from the TANGENT forward along z (zs, zg), the adjoints' derivatives dQ ride
     along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
     dg get the derivatives of the first-order outputs along z; f holds four rows (the
-    flows, then their derivatives). shifted: the scores are read less 2 c[b] (the centring
-    of soft_align_diag_fwd_kernel)."""
+    flows, then their derivatives). shifted: the scores are read less 2 c[b], with HVP zs
+    less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
@@ -95,8 +95,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
     vv = tl.zeros((BLOCK,), tl.float32) + value
     zg = 0.0
     dvv = tl.zeros((BLOCK,), tl.float32)
+    dsh2 = 0.0
     if HVP:
         zg = tl.load(zg_ptr + b)
+        dsh2 = 2.0 * tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)
         dvv += tl.load(dvalue_ptr + b)
         dtab = dtab_ptr + b * tab_b
     flag_out = sync_ptr + 2 + b * S + k
@@ -148,7 +150,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
             dV = tl.load(dtab + _slot(t, 0, r0, R, m) + offs, mask=live, other=0.0)
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t, offs, lane, bottom,
-                                              m, 0.0, 0.0)
+                                              m, 0.0, dsh2)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
             jp = t - PREFETCH - offs
@@ -191,7 +193,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
             ql = q * pl
             if HVP:  # the same for the derivatives along z
                 dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t - 1, offs,
-                                                          lane, bottom, m, 0.0, 0.0)
+                                                          lane, bottom, m, 0.0, dsh2)
                 dd = zs + sig * dVd
                 du = dVu - zg
                 dl = dVl - zg
@@ -284,8 +286,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, shifted, q_ptr, t_
     _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
-def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None):
-    """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue)."""
+def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None,
+                    tangent_shift=None):
+    """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue), zs read
+    less 2 ``tangent_shift`` (with ``shift`` only)."""
     B, N, M = s.shape
     gs = torch.empty((B, N, M), dtype=torch.float32, device=s.device)  # (the kernel writes every cell)
     if not B:
@@ -299,8 +303,9 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
     grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
     gap = gap.float().contiguous()
-    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap, gap if shift is None else shift.float().contiguous(),
-                                         int(shift is not None), q_lens, t_lens, table,
+    c = gap if shift is None else shift.float().contiguous()
+    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
+    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap, c, dc, int(shift is not None), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
                                          part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
@@ -316,11 +321,12 @@ def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=N
 
 
 def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: int, block=None, warps=None,
-        hand_off=HAND_OFF, shift=None):
+        hand_off=HAND_OFF, shift=None, tangent_shift=None):
     """The derivatives of backward()'s outputs along z = (z_scores [B, N, M], z_gap [B]), and
     d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
-    the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3)."""
+    the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3). With ``shift``,
+    ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     if not B:
@@ -330,9 +336,9 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     value = value.float().contiguous()
     dtab = torch.empty_like(table)
     dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value),
-                            shift)
+                            shift, tangent_shift)
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
-                             (zs, zg, dtab, dvalue), shift)
+                             (zs, zg, dtab, dvalue), shift, tangent_shift)
     return gs, dg, dvalue
 
 
