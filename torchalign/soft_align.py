@@ -124,8 +124,9 @@ def _lengths(lengths, B, N, M, device):
 # n + m from which long global pairs are centred. The expected alignment alone would allow
 # 8,192 (plain float32 within 4.1e-4 of float64 at 4,000^2), but a Hessian-vector product
 # along the scores was 3.9e-3 off at 2,000^2 plain and 1.5e-4 with values and tangents
-# centred (H100). The centring costs a 128-side forward and ~0.65 ms a call (8 x 2,000,
-# H100; benchmarks/NOTES.md, sessions 21-22)
+# centred (H100). The centring costs a 128-side forward: at 8 x 2,000 +0.14 ms forward +
+# backward on the GPU, ~0.65 ms with the host's issue time (H100; benchmarks/NOTES.md,
+# sessions 21-22)
 CENTRE_FROM = 3000
 
 

@@ -61,9 +61,9 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'f_b', 'B', 'S'])
 def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b,
-                               value_ptr, grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S, zs_ptr, zg_ptr,
-                               dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
-                               HVP: tl.constexpr):
+                               value_ptr, grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S,
+                               zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr,
+                               HAND_OFF: tl.constexpr, HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
     adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
