@@ -57,10 +57,11 @@ def _small_chunks(monkeypatch, block):
         set_defaults(monkeypatch, fn, block=block)
 
 
-def _cpu_path(monkeypatch, *args, **kw):
+def _cpu_path(monkeypatch, *args, fn=_run, **kw):
+    """fn(*args, **kw) (one soft_align call by default) on the CPU path, not the kernels."""
     with monkeypatch.context() as m:
         m.delenv("TORCHALIGN_CPU_BACKEND", raising=False)
-        return _run(*args, **kw)
+        return fn(*args, **kw)
 
 
 @pytest.mark.interpret
@@ -140,10 +141,7 @@ def test_kernels_second_order_match_cpu_path(monkeypatch, mode, gaps):
         (((P - target) ** 2).sum() + v.sum()).backward()
         return [v.detach(), x.grad, o.grad, None if e is None else e.grad, t.grad]
 
-    got = run()
-    with monkeypatch.context() as m:
-        m.delenv("TORCHALIGN_CPU_BACKEND")
-        want = run()
+    got, want = run(), _cpu_path(monkeypatch, fn=run)
     _compare(got, want)
 
 
@@ -167,10 +165,7 @@ def test_kernels_centred_match_cpu_path(monkeypatch):
     monkeypatch.setattr(sys.modules["torchalign.soft_align"], "CENTRE_FROM", 0)
     centred = _cpu_path(monkeypatch, s, go, None, "global", torch.ones(3), lengths)
     _compare(centred, plain)
-    got = run()
-    with monkeypatch.context() as m:
-        m.delenv("TORCHALIGN_CPU_BACKEND")
-        want = run()
+    got, want = run(), _cpu_path(monkeypatch, fn=run)
     _compare(got, want)
 
 
@@ -195,10 +190,7 @@ def test_kernels_centred_tangents_match_cpu_path(monkeypatch):
         return torch.ops.torchalign.soft_align_hvp(s, gap, gap, q, t, c, table, value, grad, z, zo, zo * 0, 0, True,
                                                    1)
 
-    got = run()
-    with monkeypatch.context() as m:
-        m.delenv("TORCHALIGN_CPU_BACKEND")
-        want = run()
+    got, want = run(), _cpu_path(monkeypatch, fn=run)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
 
@@ -224,10 +216,7 @@ def test_kernels_second_order_edges(monkeypatch, mode):
         (((gx - target) ** 2).sum() + (go_ ** 2).sum()).backward()
         return [v.detach(), x.grad, o.grad]
 
-    got = run()
-    with monkeypatch.context() as m:
-        m.delenv("TORCHALIGN_CPU_BACKEND")
-        want = run()
+    got, want = run(), _cpu_path(monkeypatch, fn=run)
     torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got[1], want[1], rtol=0, atol=1e-4)
     torch.testing.assert_close(got[2], want[2], rtol=1e-4, atol=1e-4)
