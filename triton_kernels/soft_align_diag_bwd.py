@@ -3,8 +3,9 @@ the Hessian-vector product (the layout, the table and the strips: soft_align_dia
 
 Adjoints Q from the last step to the first; a cell's Q is the sum of the flows from its
 successors (right: the lane's own last step; down and down-right: the lane below's last
-two steps, shifted up by ``tl.gather``); flows into row 0 and into a strip's top row are
-handed over through a buffer, strip k - 1 reading strip k's as they are written.
+two steps, which it sums, shifted up by one ``tl.gather`` a step); flows into row 0 and
+into a strip's top row are handed over through a buffer, strip k - 1 reading strip k's as
+they are written.
 
 The Hessian-vector product runs soft_align_diag's forward kernel with TANGENT set (dV
 along z), then this kernel with HVP set: the adjoints' derivatives dQ ride beside Q,
@@ -119,13 +120,13 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         srow = sp + (r0 + offs).to(tl.int64) * s_i
         grow = gp + (r0 + offs).to(tl.int64) * s_i
         f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
-        f_down = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j), the lane below's last step
-        f_dr1 = tl.zeros((BLOCK,), tl.float32)  # from (i + 1, j + 1): shifted last step, used next step
-        f_dr = tl.zeros((BLOCK,), tl.float32)
+        # from (i + 1, j) and (i + 1, j + 1): the lane below's up flow of its last step and its
+        # diagonal flow of the step before, summed there and shifted up by one gather a step
+        f_below = tl.zeros((BLOCK,), tl.float32)
+        fd_last = tl.zeros((BLOCK,), tl.float32)  # this lane's diagonal flow of the last step
         df_left = tl.zeros((BLOCK,), tl.float32)  # HVP: their derivatives
-        df_down = tl.zeros((BLOCK,), tl.float32)
-        df_dr1 = tl.zeros((BLOCK,), tl.float32)
-        df_dr = tl.zeros((BLOCK,), tl.float32)
+        df_below = tl.zeros((BLOCK,), tl.float32)
+        dfd_last = tl.zeros((BLOCK,), tl.float32)
         t = R + m - 1
         top = offs == 0
         q1 = _slot(t - 1, 0, r0, R, m)  # slots of lane 0 at steps u - 1 and u - 2 (the others follow it)
@@ -185,7 +186,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             pd = pd / tot
             pu = pu / tot
             pl = pl / tot
-            q = f_left + f_down + f_dr + below
+            q = f_left + f_below + below
             if MODE == 0:
                 q += tl.where(live & last_row & (j == m), gout, 0.0)
             qd = q * pd  # the adjoint of the aligned-pair term
@@ -197,7 +198,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dd = zs + sig * dVd
                 du = dVu - zg
                 dl = dVl - zg
-                dq = df_left + df_down + df_dr + dbelow
+                dq = df_left + df_below + dbelow
                 dqd = dq * pd + q * pd * (dd - dV)
                 dqu = dq * pu + q * pu * (du - dV)
                 dql = dq * pl + q * pl * (dl - dV)
@@ -245,22 +246,20 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             tl.store(f_out + j, qu, mask=top & live)
             tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
             f_left = ql
-            f_dr = f_dr1
             if HVP:
                 tl.store(f_out + 2 * (m + 1) + j, dqu, mask=top & live)
                 tl.store(f_out + 3 * (m + 1) + j - 1, dfd, mask=top & has_l)
                 df_left = dql
-                df_dr = df_dr1
-                df_down = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dqu, idx_dn, 0))
-                df_dr1 = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dfd, idx_dn, 0))
+                df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dqu + dfd_last, idx_dn, 0))
+                dfd_last = dfd
                 dV = dVl
                 dVu = dVd
                 dVl = dVl_n
                 dVd = dVd_n
                 zs = zs_n
                 dbelow = dbelow_n
-            f_down = tl.where(offs == BLOCK - 1, 0.0, tl.gather(qu, idx_dn, 0))
-            f_dr1 = tl.where(offs == BLOCK - 1, 0.0, tl.gather(fd, idx_dn, 0))
+            f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(qu + fd_last, idx_dn, 0))
+            fd_last = fd
             if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
                 done = m + 1 - t
                 if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
