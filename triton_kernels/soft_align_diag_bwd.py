@@ -39,7 +39,6 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other, shi
     Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=other)
     s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) - shift
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
-    below += tl.load(f_in + (m + 1) + j, mask=bottom & (j >= 0) & (j < m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
 
 
@@ -70,12 +69,13 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
     times the expected number of gap positions (each strip's share in part[b, k], summed
     by the pair's last strip to finish). Flows into the strip's top row go
-    to f[b, k] (two rows: down, down-right), which strip k - 1 reads as they are written
+    to f[b, k] (one row: into column j, the down flow and the down-right one, summed),
+    which strip k - 1 reads as they are written
     (progress counter sync[2 + b S + k]: columns done from the right).
     HVP: the backward half of the Hessian-vector product: with dV (dtab) and d value
     (dvalue) from the TANGENT forward along z (zs, zg), the adjoints' derivatives dQ ride
     along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
-    dg get the derivatives of the first-order outputs along z; f holds four rows (the
+    dg get the derivatives of the first-order outputs along z; f holds two rows (the
     flows, then their derivatives). shifted: the scores are read less 2 c[b], with HVP zs
     less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel)."""
     ticket = tl.atomic_add(sync_ptr, 1)
@@ -114,7 +114,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         i = r0 + 1 + offs
         last_row = i == n
         bottom = (offs == R - 1) & (i < n)  # the strip's last lane takes flows from the strip below
-        NF: tl.constexpr = 4 if HVP else 2  # rows of flows per strip
+        NF: tl.constexpr = 2 if HVP else 1  # rows of flows per strip (HVP: their derivatives too)
         f_out = f_ptr + b * f_b + k.to(tl.int64) * NF * (m + 1)
         f_in = f_out + NF * (m + 1)
         srow = sp + (r0 + offs).to(tl.int64) * s_i
@@ -150,7 +150,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             zrow = zs_ptr + b * s_b + (r0 + offs).to(tl.int64) * s_i
             dV = tl.load(dtab + _slot(t, 0, r0, R, m) + offs, mask=live, other=0.0)
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
-            dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t, offs, lane, bottom,
+            dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t, offs, lane, bottom,
                                               m, 0.0, dsh2)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
@@ -193,7 +193,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             qu = q * pu
             ql = q * pl
             if HVP:  # the same for the derivatives along z
-                dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + 2 * (m + 1), t - 1, offs,
+                dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs,
                                                           lane, bottom, m, 0.0, dsh2)
                 dd = zs + sig * dVd
                 du = dVu - zg
@@ -243,14 +243,14 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             if MODE == 0:  # flows into row 0 travel j gap positions along it
                 if r0 == 0:
                     gaps += tl.where(top & live, j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
-            tl.store(f_out + j, qu, mask=top & live)
-            tl.store(f_out + (m + 1) + j - 1, fd, mask=top & has_l)
+            up = qu + fd_last  # what this lane hands up: the lane (or strip) above reads it next step
+            tl.store(f_out + j, up, mask=top & live)
             f_left = ql
             if HVP:
-                tl.store(f_out + 2 * (m + 1) + j, dqu, mask=top & live)
-                tl.store(f_out + 3 * (m + 1) + j - 1, dfd, mask=top & has_l)
+                dup = dqu + dfd_last
+                tl.store(f_out + (m + 1) + j, dup, mask=top & live)
                 df_left = dql
-                df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dqu + dfd_last, idx_dn, 0))
+                df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
                 dfd_last = dfd
                 dV = dVl
                 dVu = dVd
@@ -258,7 +258,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dVd = dVd_n
                 zs = zs_n
                 dbelow = dbelow_n
-            f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(qu + fd_last, idx_dn, 0))
+            f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(up, idx_dn, 0))
             fd_last = fd
             if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
                 done = m + 1 - t
@@ -297,7 +297,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     S = max(1, triton.cdiv(N, blk))
     part = s.new_empty(B, S)
     dg = s.new_empty(B)
-    flows = s.new_empty(B, S, 4 if hvp else 2, M + 1)
+    flows = s.new_empty(B, S, 2 if hvp else 1, M + 1)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
     grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
