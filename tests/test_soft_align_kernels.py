@@ -282,6 +282,38 @@ def test_cuda_matches_float64_reference(mode, gaps):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
+def test_cuda_strips_of_256_rows(monkeypatch, mode):
+    """A batch that fills the SMs with pairs of 129..1,024 rows runs strips of 256 rows (eight
+    warps; ragged pairs of 0..300 rows: one strip or two, the second partial). Its values,
+    gradients and Hessian-vector product equal those of strips of 128 rows: each cell's
+    arithmetic is the same, only the sums over strips and lanes (the local and semiglobal
+    values, the gap gradient) group their terms otherwise. (Against float64, the 128-row
+    strips: test_cuda_matches_float64_reference.)"""
+    B = -(-3 * diag_kernels._sms(torch.device("cuda")) // 4)
+    assert diag_kernels.block_for(B, 300, torch.device("cuda")) == 256
+    assert diag_kernels.block_for(B // 2, 300, torch.device("cuda")) == 128
+    s, go, _, lengths = ref.random_batch(B, 300, 40, torch.float32, seed=11, linear=True)
+    target = torch.rand(B, 300, 40).cuda()
+    lengths = tuple(v.cuda() for v in lengths)
+    out = []
+    for block in (None, 128):
+        with monkeypatch.context() as m:
+            if block:
+                _small_chunks(m, block)
+            x, o = s.cuda().requires_grad_(), go.cuda().requires_grad_()
+            v = ta.soft_align(x, o, mode=mode, lengths=lengths)
+            v.sum().backward()
+            y = s.cuda().requires_grad_()
+            P = ta.soft_alignment(y, go.cuda(), mode=mode, lengths=lengths)[1]
+            ((P - target) ** 2).sum().backward()
+            out.append((v.detach(), x.grad, o.grad, P.detach(), y.grad))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=1e-6)
+    for a, b in zip(out[0][1:], out[1][1:]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
 def test_cuda_real_proteins(mode):
     """One-hot BLOSUM62 scores of bundled proteins (gaps 11 / 1, T = 1): the GPU equals the
     float64 CPU path, and at T = 0.01 the value is ta.align_score's within T log(#alignments)."""

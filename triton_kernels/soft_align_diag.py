@@ -29,6 +29,8 @@ slots).
 Pure: imports only torch and triton.
 """
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -318,14 +320,27 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK)
 
 
-HAND_OFF = 8  # a strip publishes its progress every HAND_OFF columns
+# a strip publishes its progress every HAND_OFF columns: fewer releases (a fence each) and
+# polls than 8, a few steps more lag per strip (the backward's own: soft_align_diag_bwd)
+HAND_OFF = 16
 
 
-def block_for(N: int) -> int:
-    """Rows per strip (and program): 128 (four warps) past 32 rows. Strips of a pair run as a
-    wavefront on several SMs (a strip's steps are R + m whatever BLOCK is); 32 or 64 rows,
-    and one or two warps, measured within 15% (benchmarks/NOTES.md)."""
-    return 32 if N <= 32 else 128
+@functools.lru_cache
+def _sms(device: torch.device) -> int:
+    """The device's SMs; an H100's 132 for CPU tensors (the interpreter, recorded launches)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 132
+
+
+def block_for(B: int, N: int, device: torch.device) -> int:
+    """Rows per strip (and program): 32 (one warp) up to 32 rows; 256 (eight warps) for pairs of
+    129..1,024 rows whose 256-row strips number at least 3/4 of the SMs (the same warps per
+    scheduler as 128-row strips, half the hand-offs and their lag); else 128 (four warps).
+    The forward and backward sweeps must agree: the table's slots follow the strips. Measured on
+    the H100 (benchmarks/NOTES.md, session 23): 256 gained 2-13 % where the rule takes it, and
+    lost up to 11 % on long pairs (the backward) and on batches too small to fill the SMs."""
+    if N <= 32:
+        return 32
+    return 256 if 128 < N <= 1024 and B * triton.cdiv(N, 256) >= 0.75 * _sms(device) else 128
 
 
 def _warps(block: int) -> int:
@@ -348,7 +363,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]
     (``tangent_shift`` dc [B], with ``shift`` only: zs is read less 2 dc)."""
     B, N, M = s.shape
-    blk = block or block_for(N)
+    blk = block or block_for(B, N, s.device)
     S = max(1, triton.cdiv(N, blk))
     part = s.new_empty(B, S)
     out = s.new_empty(B)

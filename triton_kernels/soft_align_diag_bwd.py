@@ -21,8 +21,8 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .soft_align import NEG, PREFETCH, _lse2, _p, _prefetch
-from .soft_align_diag import (HAND_OFF, _finish, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
-                              _warps, block_for)
+from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
+from .soft_align_diag import _finish, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait, _warps, block_for
 from .spin import GAVE_UP
 
 
@@ -285,6 +285,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
+HAND_OFF = 8  # the backward's hand-off (columns between releases): 16 was up to 10 % slower on long pairs
+
+
 def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None,
                     tangent_shift=None):
     """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue), zs read
@@ -293,7 +296,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     gs = torch.empty((B, N, M), dtype=torch.float32, device=s.device)  # (the kernel writes every cell)
     if not B:
         return gs, s.new_empty(0)
-    blk = block or block_for(N)
+    blk = block or block_for(B, N, s.device)
     S = max(1, triton.cdiv(N, blk))
     part = s.new_empty(B, S)
     dg = s.new_empty(B)
@@ -325,7 +328,8 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
     the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3). With ``shift``,
-    ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc)."""
+    ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc).
+    ``hand_off``: the backward sweep's (the tangent sweep takes the forward's)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     if not B:
@@ -334,8 +338,8 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     zg = z_gap.float().contiguous()
     value = value.float().contiguous()
     dtab = torch.empty_like(table)
-    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, (zs, zg, dtab, value),
-                            shift, tangent_shift)
+    dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, FORWARD_HAND_OFF,
+                            (zs, zg, dtab, value), shift, tangent_shift)
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
                              (zs, zg, dtab, dvalue), shift, tangent_shift)
     return gs, dg, dvalue
