@@ -284,32 +284,33 @@ def test_cuda_matches_float64_reference(mode, gaps):
 @pytest.mark.parametrize("mode", MODES)
 def test_cuda_strips_of_256_rows(monkeypatch, mode):
     """A batch that fills the SMs with pairs of 129..1,024 rows runs strips of 256 rows (eight
-    warps; ragged pairs of 0..300 rows: one strip or two, the second partial). Its values,
-    gradients and Hessian-vector product equal those of strips of 128 rows: each cell's
-    arithmetic is the same, only the sums over strips and lanes (the local and semiglobal
-    values, the gap gradient) group their terms otherwise. (Against float64, the 128-row
-    strips: test_cuda_matches_float64_reference.)"""
+    warps; ragged pairs of 0..300 rows: one strip or two, the second partial); so do strips of
+    128 rows, forced. Values, gradients and the Hessian-vector product of each equal the
+    float64 CPU path at the issue's bar. The scores are all negative (dissimilar pairs): every
+    alignment's score has one sign, so no value is a float32 cancellation of large terms
+    near 0, which no strip size could give within relative 1e-5."""
     B = -(-3 * diag_kernels._sms(torch.device("cuda")) // 4)
     assert diag_kernels.block_for(B, 300, torch.device("cuda")) == 256
     assert diag_kernels.block_for(B // 2, 300, torch.device("cuda")) == 128
     s, go, _, lengths = ref.random_batch(B, 300, 40, torch.float32, seed=11, linear=True)
-    target = torch.rand(B, 300, 40).cuda()
-    lengths = tuple(v.cuda() for v in lengths)
-    out = []
+    s = -(s.abs() + 0.5)
+    T = torch.ones(B)
+    want = _run(s.double(), go.double(), None, mode, T.double(), lengths)
+    target = torch.rand(B, 300, 40, dtype=torch.float64)
+
+    def hvp(dev, dt):
+        x = s.to(dev, dt, copy=True).requires_grad_()
+        P = ta.soft_alignment(x, go.to(dev, dt), mode=mode, lengths=tuple(v.to(dev) for v in lengths))[1]
+        ((P - target.to(dev, dt)) ** 2).sum().backward()
+        return x.grad.double().cpu()
+
+    want_hvp = hvp("cpu", torch.float64)
     for block in (None, 128):
         with monkeypatch.context() as m:
             if block:
                 _small_chunks(m, block)
-            x, o = s.cuda().requires_grad_(), go.cuda().requires_grad_()
-            v = ta.soft_align(x, o, mode=mode, lengths=lengths)
-            v.sum().backward()
-            y = s.cuda().requires_grad_()
-            P = ta.soft_alignment(y, go.cuda(), mode=mode, lengths=lengths)[1]
-            ((P - target) ** 2).sum().backward()
-            out.append((v.detach(), x.grad, o.grad, P.detach(), y.grad))
-    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-6, atol=1e-6)
-    for a, b in zip(out[0][1:], out[1][1:]):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+            _compare(_run(s, go, None, mode, T, lengths, device="cuda"), want, atol=1e-3)
+            torch.testing.assert_close(hvp("cuda", torch.float32), want_hvp, rtol=0, atol=1e-3)
 
 
 @pytest.mark.gpu
