@@ -32,8 +32,8 @@ the torch code of torchalign.cpu.soft_align on any device (the kernels compute i
 float32; float64 on CUDA is correct but slow, a Python loop of small launches per row).
 Working memory of the kernels besides the table and the gradients: three states, a
 two-row scratch per pair and with K > 1 one segment of K rows per pair; one state, one
-row of flows per strip of 128 rows (two for the Hessian-vector product: the backward's
-hand-over between strips).
+row of flows per strip of 128 or 256 rows (two for the Hessian-vector product: the
+backward's hand-over between strips).
 """
 
 from __future__ import annotations
