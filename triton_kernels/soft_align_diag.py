@@ -358,6 +358,15 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
     return _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, shift=shift), table
 
 
+def _gap_args(gap, shift, tangent_shift):
+    """The kernels' (g_ptr, c_ptr, dc_ptr, shifted) from the per-pair gap and centrings (an
+    absent centring passes a tensor the kernel does not read)."""
+    gap = gap.float().contiguous()
+    c = gap if shift is None else shift.float().contiguous()
+    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
+    return gap, c, dc, int(shift is not None)
+
+
 def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None, shift=None,
                    tangent_shift=None):
     """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]
@@ -369,10 +378,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     out = s.new_empty(B)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
-    gap = gap.float().contiguous()
-    c = gap if shift is None else shift.float().contiguous()
-    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
-    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, gap, c, dc, int(shift is not None), q_lens, t_lens, table,
+    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                                          table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                                          num_warps=warps or _warps(blk))

@@ -22,7 +22,8 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .soft_align import NEG, PREFETCH, _lse2, _p, _prefetch
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
-from .soft_align_diag import _finish, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait, _warps, block_for
+from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
+                              _warps, block_for)
 from .spin import GAVE_UP
 
 
@@ -304,10 +305,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
     grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
-    gap = gap.float().contiguous()
-    c = gap if shift is None else shift.float().contiguous()
-    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
-    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, gap, c, dc, int(shift is not None), q_lens, t_lens, table,
+    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                                          table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
                                          part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
                                          BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
