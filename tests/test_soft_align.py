@@ -162,6 +162,49 @@ def test_double_backward_runs_one_sweep_of_each(monkeypatch, mode):
     torch.testing.assert_close(hz, (fd[0] - fd[1]) / (2 * eps), rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("mode, linear, checkpoint", [("global", True, None), ("local", False, None),
+                                                       ("semiglobal", False, 2)])
+def test_eager_route_equals_the_ops(monkeypatch, mode, linear, checkpoint):
+    """Eager calls run the ops' implementations directly (ops.soft_align._Eager, no dispatcher):
+    the values, the three gradients, the Hessian-vector products and soft_alignment's P are
+    those of the ops' own autograd, bit for bit."""
+    from torchalign.ops import soft_align as ops
+
+    s, go, ge, lengths = ref.random_batch(3, 6, 5, torch.float64, seed=12)
+    z = torch.randn_like(s)
+    outs = {}
+    for direct in (True, False):
+        monkeypatch.setattr(ops, "_direct", lambda tensors, _d=direct: _d)
+        x, o, e = (y.clone().requires_grad_() for y in (s, go, ge))
+        v = ta.soft_align(x, o, None if linear else e, mode=mode, lengths=lengths, checkpoint=checkpoint)
+        assert (type(v.grad_fn).__name__ == "_EagerBackward") == direct
+        wrt = (x, o) if linear else (x, o, e)
+        grads = torch.autograd.grad(v.sum(), wrt, create_graph=True)
+        hvp = torch.autograd.grad((grads[0] * z).sum() + grads[1].sum(), wrt)
+        with torch.no_grad():
+            P = ta.soft_alignment(s, go, None if linear else ge, mode=mode, lengths=lengths, checkpoint=checkpoint)[1]
+        outs[direct] = (v, *grads, *hvp, P)
+    for a, b in zip(outs[True], outs[False]):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(outs[True][-1], outs[True][1])  # P is the gradient
+
+
+def test_tracing_and_fake_tensors_see_the_op():
+    """Under a dispatch mode (make_fx's tracing, fake tensors) soft_align calls the op, not its
+    implementation: the graph holds torchalign.soft_align and fake scores give a fake value."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    s = torch.randn(2, 5, 4, requires_grad=True)
+    graph = make_fx(lambda x: torch.autograd.grad(ta.soft_align(x, 1.0).sum(), x)[0])(s)
+    targets = {str(n.target) for n in graph.graph.nodes}
+    assert {"torchalign.soft_align.default", "torchalign.soft_align_backward.default"} <= targets, targets
+    torch.testing.assert_close(graph(s), ta.soft_alignment(s.detach(), 1.0)[1])
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(s)
+        assert ta.soft_align(fake, 1.0).shape == (2,)
+
+
 def test_backward_makes_no_gradient_for_the_saved_table():
     """The table output is not differentiable: the backward gets no zero-filled table-sized
     gradient for it (it did: an extra table of memory and a memset in every backward). A

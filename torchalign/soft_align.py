@@ -63,6 +63,8 @@ import torch
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .cpu.soft_align import MODES
 from .ops.soft_align import CENTRE_BLOCK, leading_block
+from .ops.soft_align import alignment as op_alignment
+from .ops.soft_align import value as op_value
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -142,8 +144,7 @@ def _centre(x, go, q_lens, t_lens):
         n0, m0 = leading_block(q_lens, t_lens)
         g = go.detach()
         K = CENTRE_BLOCK
-        v = torch.ops.torchalign.soft_align(x.detach()[:, :K, :K], g, g, n0, m0, None, MODES.index("global"), True,
-                                            1)[0]
+        v = op_value(x.detach()[:, :K, :K], g, g, n0, m0, None, MODES.index("global"), True, 1)
         return v / (n0 + m0).clamp_min(1).to(v.dtype)
 
 
@@ -236,7 +237,7 @@ def soft_align(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode: str
     [[[1.0, 0.0], [0.0, 1.0]]]
     """
     args, T = _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoint)
-    return _value(torch.ops.torchalign.soft_align(*args)[0], args, T)
+    return _value(op_value(*args), args, T)
 
 
 def soft_alignment(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode: str = "global",
@@ -247,7 +248,5 @@ def soft_alignment(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode:
     forward and one backward sweep (no autograd graph of the DP); both outputs are
     differentiable (a loss on P backpropagates through the Hessian-vector product)."""
     args, T = _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoint)
-    value, table = torch.ops.torchalign.soft_align(*args)
-    grad = torch.ones_like(value)
-    P = torch.ops.torchalign.soft_align_backward(*args[:6], table, value, grad, *args[6:])[0]
+    value, P = op_alignment(*args)
     return _value(value, args, T), P

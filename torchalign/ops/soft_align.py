@@ -75,15 +75,17 @@ def _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear):
     return cpu.Problem(_shifted(scores, shift), gap_open, gap_extend, mode, linear, q_lens, t_lens)
 
 
-@torch.library.custom_op("torchalign::soft_align", mutates_args=(), device_types=DEVICES)
-def soft_align(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
-               shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
+def forward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
+            shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
     if _one_state(scores, gap_open, linear, checkpoint):
         return kernels("soft_align_diag").forward(scores, gap_open.reshape(-1), q_lens, t_lens, mode, shift=shift)
     if _kernel_path(scores):
         return kernels("soft_align").forward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens, mode,
                                              linear, checkpoint)
     return cpu.forward(_problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear), checkpoint)
+
+
+soft_align = torch.library.custom_op("torchalign::soft_align", forward, mutates_args=(), device_types=DEVICES)
 
 
 @soft_align.register_fake
@@ -93,10 +95,9 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpo
     return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), S, M + 1)
 
 
-@torch.library.custom_op("torchalign::soft_align_backward", mutates_args=(), device_types=DEVICES)
-def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
-                        shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
-                        checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
+def backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
+             shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
+             checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
     if _kernel_path(scores) and table.shape[2] == 1:
         gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
                                                          value, grad, mode, shift=shift)
@@ -108,6 +109,10 @@ def soft_align_backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_
         P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear)
         gs, go, ge = cpu.backward(P, table, value, grad, checkpoint)
     return gs, _shaped(go, gap_open), _shaped(ge, gap_extend)
+
+
+soft_align_backward = torch.library.custom_op("torchalign::soft_align_backward", backward, mutates_args=(),
+                                              device_types=DEVICES)
 
 
 @soft_align_backward.register_fake
@@ -138,9 +143,9 @@ def _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_score
     drift: 3.3e-4 -> 1.6e-5)."""
     n0, m0 = leading_block(q_lens, t_lens)
     x = scores[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
-    value, table = soft_align(x, gap_open, gap_extend, n0, m0, shift, mode, linear, 1)
-    P, dgo, dge = soft_align_backward(x, gap_open, gap_extend, n0, m0, shift, table, value, torch.ones_like(value),
-                                      mode, linear, 1)
+    value, table = forward(x, gap_open, gap_extend, n0, m0, shift, mode, linear, 1)
+    P, dgo, dge = backward(x, gap_open, gap_extend, n0, m0, shift, table, value, torch.ones_like(value), mode,
+                           linear, 1)
     pz = P * z_scores[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
     d = pz.sum((1, 2)) + (dgo * z_open + dge * z_extend).reshape(-1)
     clear = d.abs() > 4 * pz.square().sum((1, 2)).sqrt()
@@ -225,3 +230,56 @@ def _backward_bwd(ctx, z_scores, z_open, z_extend):
 
 
 soft_align_backward.register_autograd(_backward_bwd, setup_context=_setup_bwd)
+
+
+class _Eager(torch.autograd.Function):
+    """soft_align's value in eager code: the ops' implementations called directly, with the
+    same saved state and backward, but without the dispatcher and torch.library's autograd
+    wrapper (their host time was most of a training step's at 256 x 128^2: benchmarks/NOTES.md,
+    session 24). A double backward runs the differentiable backward op."""
+
+    @staticmethod
+    def forward(ctx, scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint):
+        value, table = forward(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint)
+        ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value)
+        ctx.args = (mode, linear, checkpoint)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):
+        *saved, value = ctx.saved_tensors
+        if torch.is_grad_enabled():  # (create_graph: the backward op, whose own backward is the product)
+            gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, value.detach(), grad, *ctx.args)
+        else:
+            gs, go, ge = backward(*saved, value, grad, *ctx.args)
+        return gs, go, ge, None, None, None, None, None, None
+
+
+def _direct(tensors) -> bool:
+    """Whether the implementations may be called directly: eager code on plain tensors, no
+    compiler, dispatch mode (fake tensors, tracing) or functorch transform in the way, none
+    of which a direct call would honour."""
+    return (not torch.compiler.is_compiling() and not torch.overrides.has_torch_function(tensors)
+            and torch._C._len_torch_dispatch_stack() == 0 and torch._C._functorch.peek_interpreter_stack() is None)
+
+
+def _needs_grad(tensors) -> bool:
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+def value(*args) -> Tensor:
+    """The value [B] of soft_align(*args), differentiable to any order: the op itself where a
+    compiler or a mode must see it, else its implementation with _Eager's autograd."""
+    if not _direct(args[:3]):
+        return torch.ops.torchalign.soft_align(*args)[0]
+    return _Eager.apply(*args) if _needs_grad(args[:3]) else forward(*args)[0]
+
+
+def alignment(*args) -> tuple[Tensor, Tensor]:
+    """(value [B], P [B, N, M]) of soft_align(*args): one forward and one backward sweep, through
+    the ops where P must be differentiable or a compiler or mode must see them."""
+    ops = torch.ops.torchalign
+    fwd, bwd = ((forward, backward) if _direct(args[:3]) and not _needs_grad(args[:3])
+                else (ops.soft_align, ops.soft_align_backward))
+    value, table = fwd(*args)
+    return value, bwd(*args[:6], table, value, torch.ones_like(value), *args[6:])[0]
