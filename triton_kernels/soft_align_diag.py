@@ -36,6 +36,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
+from .launch import Launcher
 from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _p, _prefetch
 from .spin import GAVE_UP, wait_until
 
@@ -378,11 +379,12 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     out = s.new_empty(B)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
-    soft_align_diag_fwd_kernel[(B * S,)](s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
-                                         table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
-                                         BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
-                                         num_warps=warps or _warps(blk))
+    _launch_fwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
+                table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
+                BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
+                num_warps=warps or _warps(blk))
     return out
 
 
+_launch_fwd = Launcher(soft_align_diag_fwd_kernel)
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
+from .launch import Launcher
 from .soft_align import NEG, PREFETCH, _lse2, _p, _prefetch
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
@@ -305,11 +306,11 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
     grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
-    soft_align_diag_bwd_kernel[(B * S,)](s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
-                                         table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
-                                         part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
-                                         BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
-                                         num_warps=warps or _warps(blk))
+    _launch_bwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
+                table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
+                part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
+                BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
+                num_warps=warps or _warps(blk))
     return gs, dg
 
 
@@ -343,4 +344,5 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     return gs, dg, dvalue
 
 
+_launch_bwd = Launcher(soft_align_diag_bwd_kernel)
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
