@@ -417,6 +417,21 @@ def test_centring_changes_no_output(drift):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-9)
 
 
+@pytest.mark.parametrize("N, M", [(40, 300), (300, 40), (150, 150), (1, 200)])
+def test_centring_of_whole_pairs_equals_the_leading_block(monkeypatch, N, M):
+    """Pairs given no lengths take their leading block's sides as two numbers: the same
+    centring, value and P as the same pairs given their lengths (leading_block's tensors)."""
+    mod = sys.modules["torchalign.soft_align"]
+    monkeypatch.setattr(mod, "CENTRE_FROM", 2)
+    s = torch.randn(2, N, M, generator=torch.Generator().manual_seed(N + M)) + 0.5
+    lengths = (torch.full((2,), N), torch.full((2,), M))
+    go = torch.full((2, 1, 1), 1.0)
+    c = mod._centre(s, go, *lengths, True)
+    assert torch.equal(c, mod._centre(s, go, *lengths, False)) and (c != 0).all()
+    for a, b in zip(ta.soft_alignment(s, 1.0), ta.soft_alignment(s, 1.0, lengths=lengths)):
+        assert torch.equal(a, b)
+
+
 def test_centring_keeps_long_pairs_exact(monkeypatch):
     """A float32 global pair of 1,100 x 1,100, centred (CENTRE_FROM lowered to its size):
     the expected alignment within 3e-5 of float64 (6.9e-6 measured; 1.1e-4 without the
