@@ -165,9 +165,10 @@ def test_double_backward_runs_one_sweep_of_each(monkeypatch, mode):
 @pytest.mark.parametrize("mode, linear, checkpoint", [("global", True, None), ("local", False, None),
                                                        ("semiglobal", False, 2)])
 def test_eager_route_equals_the_ops(monkeypatch, mode, linear, checkpoint):
-    """Eager calls run the ops' implementations directly (ops.soft_align._Eager, no dispatcher):
-    the values, the three gradients, the Hessian-vector products and soft_alignment's P are
-    those of the ops' own autograd, bit for bit."""
+    """Eager calls run the ops' implementations directly (ops.soft_align._Eager and, under
+    create_graph, _EagerBackward; no dispatcher): the values, the three gradients, the
+    Hessian-vector products and soft_alignment's P are those of the ops' own autograd, bit
+    for bit."""
     from torchalign.ops import soft_align as ops
 
     s, go, ge, lengths = ref.random_batch(3, 6, 5, torch.float64, seed=12)
@@ -180,6 +181,7 @@ def test_eager_route_equals_the_ops(monkeypatch, mode, linear, checkpoint):
         assert (type(v.grad_fn).__name__ == "_EagerBackward") == direct
         wrt = (x, o) if linear else (x, o, e)
         grads = torch.autograd.grad(v.sum(), wrt, create_graph=True)
+        assert (type(grads[0].grad_fn).__name__ == "_EagerBackwardBackward") == direct
         hvp = torch.autograd.grad((grads[0] * z).sum() + grads[1].sum(), wrt)
         with torch.no_grad():
             P = ta.soft_alignment(s, go, None if linear else ge, mode=mode, lengths=lengths, checkpoint=checkpoint)[1]

@@ -10,7 +10,10 @@ the M, X, Y values (S = 3; the kernels with linear gaps: S = 1, V = lse(M, X, Y)
 gap_extend) times grad: one backward sweep, edge probabilities recomputed from the table.
 ``soft_align_hvp`` (..., table, value, grad, the cotangents of those three) -> their
 vector-Jacobian product (the Hessian-vector product, and d / d grad): the backward op's
-own backward, so the first backward is differentiable (gradgradcheck).
+own backward, so the first backward is differentiable (gradgradcheck). Eager calls of
+torchalign.soft_align / soft_alignment run ``forward`` and ``backward`` (the first two ops'
+implementations) directly, with ``_Eager``'s autograd (``value``, ``alignment``): the
+dispatcher and torch.library's autograd wrapper were most of a training step's host time.
 
 ``shift`` (None or c [B]): the DP reads scores - 2c (the one-state kernels as they load;
 the other paths on a shifted copy); the caller passes gaps + c and adds c (n + m) to the
@@ -152,11 +155,9 @@ def _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_score
     return torch.where(clear, d / (n0 + m0).clamp_min(1).to(d.dtype), 0)
 
 
-@torch.library.custom_op("torchalign::soft_align_hvp", mutates_args=(), device_types=DEVICES)
-def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
-                   shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor,
-                   z_open: Tensor, z_extend: Tensor, mode: int, linear: bool,
-                   checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, shift: Tensor | None,
+        table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor, mode: int,
+        linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     dc = None  # a centred problem's tangents are centred too (_tangent_centre; alone they gain little)
     if shift is not None:
         dc = _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_scores, z_open, z_extend, mode,
@@ -181,6 +182,9 @@ def soft_align_hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens:
     if dc is not None:
         dgrad = dgrad + dc.to(dgrad.dtype) * (q_lens + t_lens).to(dgrad.dtype)
     return gs, go, ge, dgrad
+
+
+soft_align_hvp = torch.library.custom_op("torchalign::soft_align_hvp", hvp, mutates_args=(), device_types=DEVICES)
 
 
 @soft_align_hvp.register_fake
@@ -220,12 +224,13 @@ def _setup_bwd(ctx, inputs, output):
     ctx.args = (mode, linear, checkpoint)
 
 
-def _backward_bwd(ctx, z_scores, z_open, z_extend):
+def _backward_bwd(ctx, z_scores, z_open, z_extend, product=None):
+    """``product``: the Hessian-vector product's implementation (eager code), else the op."""
     scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad = ctx.saved_tensors
     z = [torch.zeros_like(x) if g is None else g for g, x in ((z_scores, scores), (z_open, gap_open),
                                                               (z_extend, gap_extend))]
-    gs, go, ge, dgrad = torch.ops.torchalign.soft_align_hvp(scores, gap_open, gap_extend, q_lens, t_lens, shift,
-                                                            table, value, grad, *z, *ctx.args)
+    gs, go, ge, dgrad = (product or torch.ops.torchalign.soft_align_hvp)(scores, gap_open, gap_extend, q_lens, t_lens,
+                                                                         shift, table, value, grad, *z, *ctx.args)
     return gs, go, ge, None, None, None, None, None, dgrad, None, None, None
 
 
@@ -248,11 +253,27 @@ class _Eager(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         *saved, value = ctx.saved_tensors
-        if torch.is_grad_enabled():  # (create_graph: the backward op, whose own backward is the product)
-            gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, value.detach(), grad, *ctx.args)
+        if torch.is_grad_enabled():  # (create_graph: a backward whose own backward is the product)
+            gs, go, ge = _EagerBackward.apply(*saved, value.detach(), grad, *ctx.args)
         else:
             gs, go, ge = backward(*saved, value, grad, *ctx.args)
         return gs, go, ge, None, None, None, None, None, None
+
+
+class _EagerBackward(torch.autograd.Function):
+    """_Eager's backward under create_graph: the backward op's implementation, and for its own
+    backward the Hessian-vector product's (the op itself a third time: it has no backward)."""
+
+    @staticmethod
+    def forward(ctx, *inputs):
+        _setup_bwd(ctx, inputs, None)
+        return backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, z_scores, z_open, z_extend):
+        if torch.is_grad_enabled():
+            return _backward_bwd(ctx, z_scores, z_open, z_extend)
+        return _backward_bwd(ctx, z_scores, z_open, z_extend, hvp)
 
 
 def _direct(tensors) -> bool:
