@@ -145,8 +145,8 @@ def _centre(x, go, q_lens, t_lens, full: bool):
     longer grows with the length (at 10,000^2 the expected alignment was 1.5e-3 off
     float64 without it). Exact in exact arithmetic; only rounding changes. The
     Hessian-vector product centres its tangents the same way (ops.soft_align). ``full``:
-    every pair is the whole N x M, so is every block (its sides are two numbers: a dozen
-    fewer small launches, ~0.2 ms of host time on the H100 machine)."""
+    every pair is the whole N x M, so is every block, and its sides are two numbers (a dozen
+    fewer small launches before the forward)."""
     with torch.no_grad():
         B, N, M = x.shape
         K = CENTRE_BLOCK

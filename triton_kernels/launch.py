@@ -1,9 +1,10 @@
 """Repeat launches of a Triton kernel without JITFunction.run's bookkeeping.
 
 Every ``kernel[grid](...)`` binds and specialises each argument, builds a cache key, checks
-the kernel's globals and asks for the device and stream: ~100 us of host time per launch on
-the lent H100 machine (triton 3.6), which was most of a soft_align training step's host time
-at 256 x 128^2 (benchmarks/NOTES.md, session 24). ``Launcher`` sends a launch through
+the kernel's globals and asks for the device and stream: ~10 us of host time a launch of the
+soft forward (24 arguments) on the lent H100 machine (triton 3.6), whose implementation,
+allocations and launch, took 80.5 us through ``kernel[grid]`` and 70.9 us through this
+(benchmarks/NOTES.md, session 24). ``Launcher`` sends a launch through
 JITFunction.run until it has seen, for that specialisation, which compiled kernel Triton
 picks and the exact arguments Triton hands that kernel's launcher; later launches of the
 same specialisation go to the launcher directly, with Triton's launch metadata and hooks

@@ -13,7 +13,8 @@ vector-Jacobian product (the Hessian-vector product, and d / d grad): the backwa
 own backward, so the first backward is differentiable (gradgradcheck). Eager calls of
 torchalign.soft_align / soft_alignment run ``forward`` and ``backward`` (the first two ops'
 implementations) directly, with ``_Eager``'s autograd (``value``, ``alignment``): the
-dispatcher and torch.library's autograd wrapper were most of a training step's host time.
+dispatcher and torch.library's autograd wrapper cost ~0.4 of a training step's ~1.3 ms of
+host time at 256 x 128^2 (H100 machine; benchmarks/NOTES.md, session 24).
 
 ``shift`` (None or c [B]): the DP reads scores - 2c (the one-state kernels as they load;
 the other paths on a shifted copy); the caller passes gaps + c and adds c (n + m) to the
@@ -239,9 +240,8 @@ soft_align_backward.register_autograd(_backward_bwd, setup_context=_setup_bwd)
 
 class _Eager(torch.autograd.Function):
     """soft_align's value in eager code: the ops' implementations called directly, with the
-    same saved state and backward, but without the dispatcher and torch.library's autograd
-    wrapper (their host time was most of a training step's at 256 x 128^2: benchmarks/NOTES.md,
-    session 24). A double backward runs the differentiable backward op."""
+    same saved state and backward, without the dispatcher and torch.library's autograd
+    wrapper. Under create_graph the backward is _EagerBackward, itself differentiable."""
 
     @staticmethod
     def forward(ctx, scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint):
