@@ -4,6 +4,7 @@ against ta.align_score, numerics, checkpoints, torch.compile, errors."""
 
 import math
 import sys
+import warnings
 
 import pytest
 import torch
@@ -192,8 +193,9 @@ def test_eager_route_equals_the_ops(monkeypatch, mode, linear, checkpoint):
 
 
 def test_tracing_and_fake_tensors_see_the_op():
-    """Under a dispatch mode (make_fx's tracing, fake tensors) soft_align calls the op, not its
-    implementation: the graph holds torchalign.soft_align and fake scores give a fake value."""
+    """Under a dispatch mode (make_fx's tracing, fake tensors) or torch.jit.trace soft_align
+    calls the op, not its implementation: the graphs hold torchalign.soft_align and fake
+    scores give a fake value."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -203,6 +205,10 @@ def test_tracing_and_fake_tensors_see_the_op():
     ops = {"torchalign.soft_align.default", "torchalign.soft_align_backward.default"}
     assert ops <= targets, targets
     torch.testing.assert_close(graph(s), ta.soft_alignment(s.detach(), 1.0)[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch.jit.trace's deprecation)
+        traced = torch.jit.trace(lambda x: ta.soft_align(x, 1.0), (s.detach(),), check_trace=False)
+    assert "torchalign::soft_align" in str(traced.graph)
     with FakeTensorMode() as mode:
         fake = mode.from_tensor(s)
         assert ta.soft_align(fake, 1.0).shape == (2,)

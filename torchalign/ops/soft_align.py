@@ -278,10 +278,12 @@ class _EagerBackward(torch.autograd.Function):
 
 def _direct(tensors) -> bool:
     """Whether the implementations may be called directly: eager code on plain tensors, no
-    compiler, dispatch mode (fake tensors, tracing) or functorch transform in the way, none
+    compiler, tracer (torch.jit.trace would record the kernels' allocations, not their
+    launches), dispatch mode (fake tensors, make_fx) or functorch transform in the way, none
     of which a direct call would honour."""
-    return (not torch.compiler.is_compiling() and not torch.overrides.has_torch_function(tensors)
-            and torch._C._len_torch_dispatch_stack() == 0 and torch._C._functorch.peek_interpreter_stack() is None)
+    return (not torch.compiler.is_compiling() and not torch.jit.is_tracing()
+            and not torch.overrides.has_torch_function(tensors) and torch._C._len_torch_dispatch_stack() == 0
+            and torch._C._functorch.peek_interpreter_stack() is None)
 
 
 def _needs_grad(tensors) -> bool:
