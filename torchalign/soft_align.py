@@ -151,7 +151,7 @@ def _centre(x, go, q_lens, t_lens, full: bool):
         B, N, M = x.shape
         K = CENTRE_BLOCK
         if full:
-            n, m = (min(L, -(-L * K // max(N, M, 1))) for L in (N, M))  # leading_block's sides
+            n, m = leading_block(N, M)
             n0, m0 = _full_lengths(B, n, m, x.device)
             span = max(n + m, 1)
         else:

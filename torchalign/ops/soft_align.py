@@ -127,8 +127,12 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, m
 CENTRE_BLOCK = 128  # the side of the leading block whose value estimates a centring's growth
 
 
-def leading_block(q_lens: Tensor, t_lens: Tensor) -> tuple[Tensor, Tensor]:
-    """The lengths of each pair's leading block: its shape scaled to at most CENTRE_BLOCK a side."""
+def leading_block(q_lens, t_lens):
+    """The lengths of each pair's leading block: its shape scaled to at most CENTRE_BLOCK a side
+    (int64 tensors [B], or two ints for pairs that all have one shape)."""
+    if isinstance(q_lens, int):
+        side = max(q_lens, t_lens, 1)
+        return tuple(min(L, (L * CENTRE_BLOCK + side - 1) // side) for L in (q_lens, t_lens))
     side = torch.maximum(q_lens, t_lens).clamp_min(1)
     n0 = torch.minimum(q_lens, (q_lens * CENTRE_BLOCK + side - 1) // side)  # ceil(n K / side), at most n
     return n0, torch.minimum(t_lens, (t_lens * CENTRE_BLOCK + side - 1) // side)
@@ -271,9 +275,7 @@ class _EagerBackward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, z_scores, z_open, z_extend):
-        if torch.is_grad_enabled():
-            return _backward_bwd(ctx, z_scores, z_open, z_extend)
-        return _backward_bwd(ctx, z_scores, z_open, z_extend, hvp)
+        return _backward_bwd(ctx, z_scores, z_open, z_extend, None if torch.is_grad_enabled() else hvp)
 
 
 def _direct(tensors) -> bool:
