@@ -222,49 +222,6 @@ def test_kernels_second_order_edges(monkeypatch, mode):
     torch.testing.assert_close(got[2], want[2], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.interpret
-@pytest.mark.usefixtures("kernels_on_cpu")
-@pytest.mark.parametrize("mode", MODES)
-def test_kernels_gradient_with_the_value(monkeypatch, mode):
-    """Short one-state pairs run the backward sweep inside the forward and keep P in place of
-    the table (ops.soft_align._Eager): the gradients equal those of the backward launched
-    by autograd (to rounding: grad scales P afterwards, not the flows), and the
-    Hessian-vector product, whose tangent sweep then rebuilds the table, bit for bit;
-    empty sides, one cell and strips of 2 rows."""
-    from torchalign.ops import soft_align as ops
-
-    _small_chunks(monkeypatch, 2)
-    g = torch.Generator().manual_seed(len(mode))
-    s = torch.randn(5, 6, 7, generator=g)
-    lengths = (torch.tensor([6, 0, 1, 3, 6]), torch.tensor([7, 2, 1, 0, 4]))
-    z = torch.randn(5, 6, 7, generator=g)
-    w = torch.rand(5, generator=g) + 0.5
-    taken = []
-    kept_p = ops._gradient_with_value
-    monkeypatch.setattr(ops, "_gradient_with_value", lambda *a: taken.append(kept_p(*a)) or taken[-1])
-
-    def run():
-        x, o = s.clone().requires_grad_(), torch.linspace(0.5, 2.0, 5).requires_grad_()
-        v = ta.soft_align(x, o, mode=mode, lengths=lengths, temperature=0.8)
-        first = torch.autograd.grad(v @ w, (x, o), create_graph=True)
-        second = torch.autograd.grad((first[0] * z).sum() + first[1].sum(), (x, o))
-        return v, *first, *second
-
-    with_value = run()
-    assert taken == [True]
-    monkeypatch.setattr(ops, "GRADIENT_WITH_VALUE_CELLS", 0)
-    after = run()
-    assert taken == [True, False]
-    assert torch.equal(with_value[0], after[0])
-    for a, b in zip(with_value[1:3], after[1:3]):
-        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7)
-    for a, b in zip(with_value[3:], after[3:]):
-        assert torch.equal(a, b)
-    want = _cpu_path(monkeypatch, fn=run)
-    for a, b in zip(with_value, want):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
-
-
 # ---- GPU -------------------------------------------------------------------------------
 
 

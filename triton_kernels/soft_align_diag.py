@@ -144,8 +144,7 @@ def _wait(flag, target, seen):
 @triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'B', 'S'])
 def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b, part_ptr,
                                out_ptr, sync_ptr, B, S, zs_ptr, zg_ptr, dtab_ptr, value_ptr, MODE: tl.constexpr,
-                               BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, TANGENT: tl.constexpr,
-                               STORE_V: tl.constexpr = False):
+                               BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, TANGENT: tl.constexpr):
     """Program (k, b) from its ticket: strip k of pair b (rows kB + 1 .. kB + B) into the
     table; part[b, k]: the strip's share of the value (MODE 0 global, 1 local, 2
     semiglobal), which the pair's last strip to finish combines into out[b]. Strip k
@@ -159,8 +158,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     out[b]. shifted: the scores are read less 2 c[b] and g_ptr holds g + c[b] (the value
     then is that of V - c (i + j), the same edge probabilities with smaller numbers:
     torchalign.soft_align's centring); with TANGENT also zs less 2 dc[b] (the caller passes
-    zg + dc[b]: the tangents' centring, dV - dc (i + j)). STORE_V (with TANGENT): the
-    recomputed V go to the table too (an empty one: a caller that kept P, not the table)."""
+    zg + dc[b]: the tangents' centring, dV - dc (i + j))."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -193,7 +191,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 v0 = tl.full((BLOCK,), NEG, tl.float32)
             if TANGENT:  # d of row 0: global's -j g, the others constant
                 tl.store(dtab + j, tl.where(MODE == 0, -j.to(tl.float32) * zg, 0.0), mask=j <= m)
-            if STORE_V or not TANGENT:
+            else:
                 tl.store(tab + j, v0, mask=j <= m)
             j0 += BLOCK
         tl.debug_barrier()
@@ -266,8 +264,6 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dl = dleft - zg
                 dv = tl.where(live, pd * dd + pu * du + pl * dl, 0.0)
                 tl.store(dtab + ds + offs, dv, mask=live)
-                if STORE_V:
-                    tl.store(tab + ds + offs, v, mask=live)
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
                 elif MODE == 1:
@@ -373,10 +369,9 @@ def _gap_args(gap, shift, tangent_shift):
 
 
 def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, tangent=None, shift=None,
-                   tangent_shift=None, store_v=False):
+                   tangent_shift=None):
     """The forward kernel: the value [B]; ``tangent``: (zs, zg, dtable, value): d value [B]
-    (``tangent_shift`` dc [B], with ``shift`` only: zs is read less 2 dc; ``store_v``: V
-    written to ``table`` as well)."""
+    (``tangent_shift`` dc [B], with ``shift`` only: zs is read less 2 dc)."""
     B, N, M = s.shape
     blk = block or block_for(B, N, s.device)
     S = max(1, triton.cdiv(N, blk))
@@ -386,7 +381,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     zs, zg, dtab, value = tangent or (s, gap, table, part)
     _launch_fwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                 table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
-                BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None, STORE_V=store_v,
+                BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                 num_warps=warps or _warps(blk))
     return out
 

@@ -328,8 +328,7 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
     the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3). With ``shift``,
     ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc).
-    ``hand_off``: the backward sweep's (the tangent sweep takes the forward's). ``table``
-    None: the tangent sweep writes V to a new one (a caller that kept P instead)."""
+    ``hand_off``: the backward sweep's (the tangent sweep takes the forward's)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     if not B:
@@ -337,12 +336,9 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     zs = z_scores.float().contiguous()
     zg = z_gap.float().contiguous()
     value = value.float().contiguous()
-    store_v = table is None
-    if store_v:
-        table = s.new_empty((B, N + 1, 1, M + 1))
     dtab = torch.empty_like(table)
     dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, FORWARD_HAND_OFF,
-                            (zs, zg, dtab, value), shift, tangent_shift, store_v)
+                            (zs, zg, dtab, value), shift, tangent_shift)
     gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
                              (zs, zg, dtab, dvalue), shift, tangent_shift)
     return gs, dg, dvalue

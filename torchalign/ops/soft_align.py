@@ -169,7 +169,7 @@ def hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_
                              linear)
         z_open = z_open + dc.to(z_open.dtype)[:, None, None]
         z_extend = z_extend + dc.to(z_extend.dtype)[:, None, None]
-    if _kernel_path(scores) and (table is None or table.shape[2] == 1):  # the one-state kernels' table (None: P kept)
+    if _kernel_path(scores) and table.shape[2] == 1:  # the one-state kernels' table
         gs, dg, dgrad = kernels("soft_align_diag_bwd").hvp(scores, gap_open.reshape(-1), q_lens, t_lens, table,
                                                            value, grad, z_scores, z_open.reshape(-1),
                                                            mode, shift=shift, tangent_shift=dc)
@@ -230,12 +230,8 @@ def _setup_bwd(ctx, inputs, output):
 
 
 def _backward_bwd(ctx, z_scores, z_open, z_extend, product=None):
-    """``product``: the Hessian-vector product's implementation (eager code), else the op.
-    A table None (_Eager kept P instead): the implementation's tangent sweep rebuilds it;
-    for the op, whose schema takes one, the forward sweep runs again."""
+    """``product``: the Hessian-vector product's implementation (eager code), else the op."""
     scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad = ctx.saved_tensors
-    if table is None and product is None:
-        table = forward(scores, gap_open, gap_extend, q_lens, t_lens, shift, *ctx.args)[1]
     z = [torch.zeros_like(x) if g is None else g for g, x in ((z_scores, scores), (z_open, gap_open),
                                                               (z_extend, gap_extend))]
     gs, go, ge, dgrad = (product or torch.ops.torchalign.soft_align_hvp)(scores, gap_open, gap_extend, q_lens, t_lens,
@@ -246,84 +242,40 @@ def _backward_bwd(ctx, z_scores, z_open, z_extend, product=None):
 soft_align_backward.register_autograd(_backward_bwd, setup_context=_setup_bwd)
 
 
-# Where _Eager runs the backward sweep right after the forward (one-state kernels): pairs
-# whose forward kernel ends before the host could launch the backward through autograd
-# (~0.5 ms of host time on the H100 machine: benchmarks/NOTES.md, session 25), so the GPU
-# would wait for it. Past these sizes the GPU is the bottleneck and the host is ahead.
-GRADIENT_WITH_VALUE_CELLS = 1 << 25
-GRADIENT_WITH_VALUE_SPAN = 2048  # n + m
-
-
-def _gradient_with_value(scores: Tensor, table: Tensor) -> bool:
-    B, N, M = scores.shape
-    return (table.shape[2] == 1 and _kernel_path(scores) and B * N * M <= GRADIENT_WITH_VALUE_CELLS
-            and N + M <= GRADIENT_WITH_VALUE_SPAN)
-
-
 class _Eager(torch.autograd.Function):
     """soft_align's value in eager code: the ops' implementations called directly, with the
     same saved state and backward, without the dispatcher and torch.library's autograd
-    wrapper. Under create_graph the backward is _EagerBackward, itself differentiable.
-
-    For short one-state pairs (_gradient_with_value) the forward also runs the backward
-    sweep at grad 1 and keeps its P and d / d gap in place of the table (the same 4 B per
-    cell; the same peak, table and P, that a backward has): the gradient is linear in
-    grad, so the backward is grad P, and the GPU runs both sweeps back to back instead of
-    waiting for the host's trip through autograd. What it costs: a forward under grad mode
-    that no backward follows runs the backward sweep for nothing (at these sizes the host's
-    time, not the GPU's, is what a call takes); the Hessian-vector product's tangent sweep
-    rebuilds the table (one more store a cell)."""
+    wrapper. Under create_graph the backward is _EagerBackward, itself differentiable."""
 
     @staticmethod
     def forward(ctx, scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint):
         value, table = forward(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint)
-        ctx.args = (mode, linear, checkpoint)
-        ctx.grads = None
-        if _gradient_with_value(scores, table):
-            ctx.grads = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
-                                                                value, value.new_ones(()).expand(value.shape), mode,
-                                                                shift=shift)
-            table = None
         ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value)
+        ctx.args = (mode, linear, checkpoint)
         return value
 
     @staticmethod
     def backward(ctx, grad):
         *saved, value = ctx.saved_tensors
         if torch.is_grad_enabled():  # (create_graph: a backward whose own backward is the product)
-            gs, go, ge = _EagerBackward.apply(*saved, value.detach(), grad, *ctx.args, ctx.grads)
-        elif ctx.grads is not None:
-            gs, go, ge = _scaled(ctx.grads, grad, saved[1], saved[2], ctx.needs_input_grad)
+            gs, go, ge = _EagerBackward.apply(*saved, value.detach(), grad, *ctx.args)
         else:
             gs, go, ge = backward(*saved, value, grad, *ctx.args)
         return gs, go, ge, None, None, None, None, None, None
 
 
-def _scaled(grads, grad, gap_open, gap_extend, needed):
-    """The gradients of a backward at grad 1 (P, d / d gap [B]) times grad [B], those ``needed``."""
-    P, dg = grads
-    gs = P * grad[:, None, None] if needed[0] else None
-    go = (dg * grad).reshape(gap_open.shape).to(gap_open.dtype) if needed[1] else None
-    return gs, go, torch.zeros_like(gap_extend) if needed[2] else None
-
-
 class _EagerBackward(torch.autograd.Function):
-    """_Eager's backward under create_graph: the backward op's implementation (or, where
-    _Eager kept P, grad P), and for its own backward the Hessian-vector product's (the op
-    itself a third time: it has no backward)."""
+    """_Eager's backward under create_graph: the backward op's implementation, and for its own
+    backward the Hessian-vector product's (the op itself a third time: it has no backward)."""
 
     @staticmethod
     def forward(ctx, *inputs):
-        *inputs, grads = inputs
         _setup_bwd(ctx, inputs, None)
-        if grads is None:
-            return backward(*inputs)
-        return _scaled(grads, inputs[8], inputs[1], inputs[2], (True, True, True))
+        return backward(*inputs)
 
     @staticmethod
     def backward(ctx, z_scores, z_open, z_extend):
-        grads = _backward_bwd(ctx, z_scores, z_open, z_extend, None if torch.is_grad_enabled() else hvp)
-        return *grads, None
+        return _backward_bwd(ctx, z_scores, z_open, z_extend, None if torch.is_grad_enabled() else hvp)
 
 
 def _direct(tensors) -> bool:
