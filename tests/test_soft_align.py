@@ -176,7 +176,7 @@ def test_eager_route_equals_the_ops(monkeypatch, mode, linear, checkpoint):
     z = torch.randn_like(s)
     outs = {}
     for direct in (True, False):
-        monkeypatch.setattr(ops, "_direct", lambda tensors, _d=direct: _d)
+        monkeypatch.setattr(ops, "direct", lambda tensors, _d=direct: _d)
         x, o, e = (y.clone().requires_grad_() for y in (s, go, ge))
         v = ta.soft_align(x, o, None if linear else e, mode=mode, lengths=lengths, checkpoint=checkpoint)
         assert (type(v.grad_fn).__name__ == "_EagerBackward") == direct

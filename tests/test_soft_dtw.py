@@ -164,6 +164,55 @@ def test_backward_makes_no_gradient_for_the_saved_table():
     assert through_autograd.zeros(saved.shape) == direct.zeros(saved.shape), through_autograd.ops
 
 
+@pytest.mark.parametrize("checkpoint", [None, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eager_route_equals_the_ops(monkeypatch, checkpoint, dtype):
+    """Eager calls run the ops' implementations directly (ops.soft_dtw._Eager and, under
+    create_graph, _EagerBackward; no dispatcher): the values, both gradients and the
+    Hessian-vector products are those of the ops' own autograd, bit for bit."""
+    from torchalign.ops import soft_dtw as ops
+
+    g = torch.Generator().manual_seed(21)
+    costs = torch.randn(3, 7, 6, generator=g, dtype=dtype)
+    lengths = (torch.tensor([7, 3, 5]), torch.tensor([6, 6, 2]))
+    z = torch.randn_like(costs)
+    outs = {}
+    for direct in (True, False):
+        monkeypatch.setattr(ops, "direct", lambda tensors, _d=direct: _d)
+        x = costs.clone().requires_grad_()
+        gamma = torch.tensor([0.5, 1.0, 2.0], dtype=dtype, requires_grad=True)
+        v = ta.soft_dtw(x, gamma, lengths=lengths, bandwidth=4, checkpoint=checkpoint)
+        assert (type(v.grad_fn).__name__ == "_EagerBackward") == direct
+        grads = torch.autograd.grad(v @ torch.tensor([0.5, 1.0, 1.5], dtype=dtype), (x, gamma), create_graph=True)
+        assert (type(grads[0].grad_fn).__name__ == "_EagerBackwardBackward") == direct
+        hvp = torch.autograd.grad((grads[0] * z).sum() + grads[1].sum(), (x, gamma))
+        outs[direct] = (v, *grads, *hvp)
+    for a, b in zip(outs[True], outs[False]):
+        assert torch.equal(a, b)
+
+
+def test_tracing_and_fake_tensors_see_the_op():
+    """Under a dispatch mode (make_fx, fake tensors) or torch.jit.trace soft_dtw calls the op,
+    not its implementation."""
+    import warnings
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    c = torch.randn(2, 5, 4, requires_grad=True)
+    graph = make_fx(lambda x: torch.autograd.grad(ta.soft_dtw(x).sum(), x)[0])(c)
+    targets = {str(n.target) for n in graph.graph.nodes}
+    assert {"torchalign.soft_dtw.default", "torchalign.soft_dtw_backward.default"} <= targets, targets
+    x = c.detach().requires_grad_()
+    torch.testing.assert_close(graph(c), torch.autograd.grad(ta.soft_dtw(x).sum(), x)[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (torch.jit.trace's deprecation)
+        traced = torch.jit.trace(lambda x: ta.soft_dtw(x), (c.detach(),), check_trace=False)
+    assert "torchalign::soft_dtw" in str(traced.graph)
+    with FakeTensorMode() as mode:
+        assert ta.soft_dtw(mode.from_tensor(c)).shape == (2,)
+
+
 def test_checkpoint_saves_fewer_rows_and_equals_full():
     g = torch.Generator().manual_seed(8)
     costs = torch.randn(2, 23, 9, generator=g, dtype=torch.float32)

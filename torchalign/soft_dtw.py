@@ -1,5 +1,5 @@
 """Soft-DTW (Cuturi & Blondel 2017) with autograd: public functions (validation, then
-torch.ops.torchalign.soft_dtw)."""
+torch.ops.torchalign.soft_dtw, or in eager code its implementation: ops.soft_dtw.value)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .inputs import check_int
+from .ops.soft_dtw import value as op_value
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -87,8 +88,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
                          f"the Sakoe-Chiba band; use bandwidth >= {abs(N - M)} or None")
     # values to read back: the lengths, a gamma tensor's positivity (one read, inside the op)
     reads = check and (lengths is not None or isinstance(gamma, torch.Tensor))
-    value, _ = torch.ops.torchalign.soft_dtw(work, g, n, m, band, k, reads)
-    return value
+    return op_value(work, g, n, m, band, k, reads)
 
 
 def soft_dtw_divergence(x: torch.Tensor, y: torch.Tensor, gamma=1.0, *, lengths=None,

@@ -47,6 +47,7 @@ from torch import Tensor
 
 from ..cpu import soft_align as cpu
 from .backend import kernels, use_kernels
+from .direct import direct, needs_grad
 
 DEVICES = ("cpu", "cuda")
 
@@ -278,33 +279,19 @@ class _EagerBackward(torch.autograd.Function):
         return _backward_bwd(ctx, z_scores, z_open, z_extend, None if torch.is_grad_enabled() else hvp)
 
 
-def _direct(tensors) -> bool:
-    """Whether the implementations may be called directly: eager code on plain tensors, no
-    compiler, tracer (torch.jit.trace would record the kernels' allocations, not their
-    launches), dispatch mode (fake tensors, make_fx) or functorch transform in the way, none
-    of which a direct call would honour."""
-    return (not torch.compiler.is_compiling() and not torch.jit.is_tracing()
-            and not torch.overrides.has_torch_function(tensors) and torch._C._len_torch_dispatch_stack() == 0
-            and torch._C._functorch.peek_interpreter_stack() is None)
-
-
-def _needs_grad(tensors) -> bool:
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-
-
 def value(*args) -> Tensor:
     """The value [B] of soft_align(*args), differentiable to any order: the op itself where a
     compiler or a mode must see it, else its implementation with _Eager's autograd."""
-    if not _direct(args[:3]):
+    if not direct(args[:3]):
         return torch.ops.torchalign.soft_align(*args)[0]
-    return _Eager.apply(*args) if _needs_grad(args[:3]) else forward(*args)[0]
+    return _Eager.apply(*args) if needs_grad(args[:3]) else forward(*args)[0]
 
 
 def alignment(*args) -> tuple[Tensor, Tensor]:
     """(value [B], P [B, N, M]) of soft_align(*args): one forward and one backward sweep, through
     the ops where P must be differentiable or a compiler or mode must see them."""
     ops = torch.ops.torchalign
-    fwd, bwd = ((forward, backward) if _direct(args[:3]) and not _needs_grad(args[:3])
+    fwd, bwd = ((forward, backward) if direct(args[:3]) and not needs_grad(args[:3])
                 else (ops.soft_align, ops.soft_align_backward))
     value, table = fwd(*args)
     return value, bwd(*args[:6], table, value, torch.ones_like(value), *args[6:])[0]

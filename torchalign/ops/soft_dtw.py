@@ -8,7 +8,9 @@ K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by segmen
 backward). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
 lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
 and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
-saved R (recomputed with checkpoints), so gradgradcheck passes.
+saved R (recomputed with checkpoints), so gradgradcheck passes. Eager calls of
+torchalign.soft_dtw run the implementations (``forward``, ``backward``, ``hvp``) directly with
+``_Eager``'s autograd (``value``; ops.direct says when).
 
 CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw, soft_dtw_hvp); CPU
 tensors and float64 CUDA tensors run the torch code of torchalign.cpu.soft_dtw.
@@ -21,6 +23,7 @@ from torch import Tensor
 
 from ..cpu import soft_dtw as cpu
 from .backend import kernels, use_kernels
+from .direct import direct, needs_grad
 
 DEVICES = ("cpu", "cuda")
 
@@ -47,14 +50,16 @@ def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) 
                          f"lies outside the Sakoe-Chiba band; use bandwidth >= {gap} or None")
 
 
-@torch.library.custom_op("torchalign::soft_dtw", mutates_args=(), device_types=DEVICES)
-def soft_dtw(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
-             check: bool) -> tuple[Tensor, Tensor]:
+def forward(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+            check: bool) -> tuple[Tensor, Tensor]:
     if check:
         _check(gamma, n, m, costs.shape[1], costs.shape[2], bandwidth)
     if _triton(costs):
         return kernels("soft_dtw").forward(costs, gamma, n, m, bandwidth, checkpoint)
     return cpu.forward(costs, gamma, n, m, bandwidth, checkpoint)
+
+
+soft_dtw = torch.library.custom_op("torchalign::soft_dtw", forward, mutates_args=(), device_types=DEVICES)
 
 
 def _saved_shape(costs, checkpoint):
@@ -67,13 +72,16 @@ def _(costs, gamma, n, m, bandwidth, checkpoint, check):
     return costs.new_empty(costs.shape[0]), costs.new_empty(_saved_shape(costs, checkpoint))
 
 
-@torch.library.custom_op("torchalign::soft_dtw_backward", mutates_args=(), device_types=DEVICES)
-def soft_dtw_backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor,
-                      bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
+def backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int,
+             checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
     grad = grad.contiguous()
     if _triton(costs):
         return kernels("soft_dtw").backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
     return cpu.backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
+
+
+soft_dtw_backward = torch.library.custom_op("torchalign::soft_dtw_backward", backward, mutates_args=(),
+                                            device_types=DEVICES)
 
 
 @soft_dtw_backward.register_fake
@@ -81,13 +89,15 @@ def _(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma):
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
-@torch.library.custom_op("torchalign::soft_dtw_hvp", mutates_args=(), device_types=DEVICES)
-def soft_dtw_hvp(costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
-                 v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+        v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
     if _triton(costs):
         return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=R)
     return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R)
+
+
+soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_args=(), device_types=DEVICES)
 
 
 @soft_dtw_hvp.register_fake
@@ -104,11 +114,12 @@ def _setup(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a [B, N, M] gradient for R)
 
 
-def _backward(ctx, grad_value, _grad_saved):
+def _backward(ctx, grad_value, _grad_saved, backward_fn=None):
+    """``backward_fn``: _EagerBackward.apply or the backward's implementation (eager code), else the op."""
     costs, gamma, saved, n, m = ctx.saved_tensors
     if grad_value is None:
         return None, None, None, None, None, None, None
-    g_costs, g_gamma = torch.ops.torchalign.soft_dtw_backward(
+    g_costs, g_gamma = (backward_fn or torch.ops.torchalign.soft_dtw_backward)(
         grad_value, costs, gamma, saved, n, m, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
     return (g_costs if ctx.needs_input_grad[0] else None, g_gamma if ctx.needs_input_grad[1] else None,
             None, None, None, None, None)
@@ -124,18 +135,56 @@ def _setup_backward(ctx, inputs, output):
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
-def _double_backward(ctx, v_costs, v_gamma):
+def _double_backward(ctx, v_costs, v_gamma, product=None):
     """The backward op returns grad * (dV/dcosts, dV/dgamma); along (v_costs, v_gamma) its
     derivative is grad * H v for costs and gamma and dV . v for grad. R (``saved``) gets
-    none: H v already holds the whole derivative through it."""
+    none: H v already holds the whole derivative through it. ``product``: the
+    Hessian-vector product's implementation (eager code), else the op."""
     grad, costs, gamma, saved, n, m = ctx.saved_tensors
     if v_costs is None:
         v_costs = torch.zeros_like(costs)
     if v_gamma is None:
         v_gamma = torch.zeros_like(gamma)
-    hv_costs, hv_gamma, dot = torch.ops.torchalign.soft_dtw_hvp(costs, gamma, saved, n, m, ctx.bandwidth,
-                                                                ctx.checkpoint, v_costs, v_gamma)
+    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, n, m, ctx.bandwidth,
+                                                                             ctx.checkpoint, v_costs, v_gamma)
     return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None)
 
 
 soft_dtw_backward.register_autograd(_double_backward, setup_context=_setup_backward)
+
+
+class _Eager(torch.autograd.Function):
+    """soft_dtw's value in eager code: the ops' implementations called directly (ops.direct),
+    with the same saved state and backward. Under create_graph the backward is
+    _EagerBackward, whose own backward is the Hessian-vector product's implementation (the
+    op itself a third time: it has no backward)."""
+
+    @staticmethod
+    def forward(ctx, costs, gamma, n, m, bandwidth, checkpoint, check):
+        value, saved = forward(costs, gamma, n, m, bandwidth, checkpoint, check)
+        ctx.save_for_backward(costs, gamma, saved, n, m)
+        ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _backward(ctx, grad, None, _EagerBackward.apply if torch.is_grad_enabled() else backward)
+
+
+class _EagerBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, *inputs):
+        _setup_backward(ctx, inputs, None)
+        return backward(*inputs)
+
+    @staticmethod
+    def backward(ctx, v_costs, v_gamma):
+        return _double_backward(ctx, v_costs, v_gamma, None if torch.is_grad_enabled() else hvp)
+
+
+def value(*args) -> Tensor:
+    """The value [B] of soft_dtw(*args), differentiable to any order: the op itself where a
+    compiler or a mode must see it, else its implementation with _Eager's autograd."""
+    if not direct(args[:2]):
+        return torch.ops.torchalign.soft_dtw(*args)[0]
+    return _Eager.apply(*args) if needs_grad(args[:2]) else forward(*args)[0]
