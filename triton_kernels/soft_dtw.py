@@ -43,6 +43,7 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
+from .launch import Launcher
 from .spin import GAVE_UP, wait_until
 
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
@@ -405,9 +406,9 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
         bnd = costs.new_empty(B, S, N + 1) if S > 1 else value
         flags, err = _progress_flags(B * S, costs.device)
         keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
-        soft_dtw_forward_kernel[(B * S,)](costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags,
-                                          err, N, M, N if full else 2, saved.shape[1], band, checkpoint,
-                                          S, W, BLOCK=blk, num_warps=warps or _warps(blk))
+        _launch_fwd((B * S,), costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags, err, N, M,
+                    N if full else 2, saved.shape[1], band, checkpoint, S, W, BLOCK=blk,
+                    num_warps=warps or _warps(blk))
     return value, saved
 
 
@@ -433,11 +434,13 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
     ud = costs.new_empty(B, 4, M)
     bnd = costs.new_empty(2, B, S, N + 2) if S > 1 else gg
     flags, err = _progress_flags(B * S, costs.device)
-    soft_dtw_backward_kernel[(B * S,)](grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd,
-                                       flags, err, N, M, N if full else checkpoint, saved.shape[1], band,
-                                       checkpoint, S, W, NEED_GAMMA=bool(need_gamma), BLOCK=blk,
-                                       num_warps=warps or _warps(blk))
+    _launch_bwd((B * S,), grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd, flags, err, N, M,
+                N if full else checkpoint, saved.shape[1], band, checkpoint, S, W, NEED_GAMMA=bool(need_gamma),
+                BLOCK=blk, num_warps=warps or _warps(blk))
     return out, gg.sum(1)
 
 
+# the training step's two launches past JITFunction.run's per-call binding (launch.py)
+_launch_fwd = Launcher(soft_dtw_forward_kernel)
+_launch_bwd = Launcher(soft_dtw_backward_kernel)
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
