@@ -520,16 +520,20 @@ def test_gpu_equals_float64(N, M, checkpoint):
 @pytest.mark.gpu
 def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
     """A few long pairs run as a wavefront of 128-column stripes (one program each); the
-    same numbers as one program per pair."""
+    same numbers as one program per pair. The launch counts say which ran."""
     from torchalign_kernels import soft_dtw as K
 
     g = torch.Generator().manual_seed(16)
     costs = torch.randn(3, 200, 1000, generator=g).cuda()
     lengths = (torch.tensor([200, 150, 7]), torch.tensor([1000, 999, 129]))
     got = []
-    for stripe in (K.STRIPE, 1 << 30):  # 1 << 30: no stripes
-        monkeypatch.setattr(K, "STRIPE", stripe)
+    plan = K._plan
+    for stripes in (True, False):
+        monkeypatch.setattr(K, "STRIPE_ABOVE", 0 if stripes else 1 << 30)
+        plans = []
+        monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
         got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths))
+        assert [S for _, _, S in plans] == ([8, 8] if stripes else [1, 1]), plans
     for a, b in zip(*got):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 

@@ -26,10 +26,10 @@ backward recomputes each segment of K rows from its saved top row into a [K, M] 
 then sweeps it. Padding (columns >= m, rows > n) is never visited. The value of a pair is
 R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
 
-Stripes: when a few pairs have rows longer than one block, each pair is cut into stripes
-of STRIPE columns, one program each, run as a wavefront: the forward's stripe s takes R of
-stripe s - 1's last column, row by row, the backward's stripe s takes E and E w_diag of
-stripe s + 1's first column, through per-row boundary arrays; a progress counter per
+Stripes: when fewer than two pairs an SM have rows longer than STRIPE_ABOVE, each is cut
+into stripes of STRIPE columns, one program each, run as a wavefront: the forward's stripe
+s takes R of stripe s - 1's last column, row by row, the backward's stripe s takes E and
+E w_diag of stripe s + 1's first column, through per-row boundary arrays; a progress counter per
 stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
 A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
 deadlock as long as programs start in id order; a wait that passes spin.SPIN_LIMIT polls gives
@@ -47,8 +47,11 @@ from .launch import Launcher
 from .spin import GAVE_UP, wait_until
 
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
-STRIPE = 128  # columns per program when a few long pairs are split into stripes ...
-STRIPE_ABOVE = 1024  # ... whose rows are longer than this (more than one block of one program)
+STRIPE = 128  # columns per program when pairs are split into stripes ...
+# ... whose rows are longer than this: B x M^2 of 16-250 x 384-1,024 ran forward + backward
+# 1.1-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
+# either way (H100, benchmarks/NOTES.md, session 25)
+STRIPE_ABOVE = 256
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 
 
@@ -376,8 +379,9 @@ def _warps(block: int) -> int:
 
 def _plan(costs, M: int, block, stripe, allow_stripes: bool):
     """(BLOCK, stripe width W, stripes S). One program per pair (S = 1) when the batch fills
-    the GPU or the rows fit one block; else stripes of STRIPE columns (one block each), so a
-    few long pairs still spread over the SMs. ``stripe`` forces a width (a multiple of the block)."""
+    the GPU (2 pairs an SM) or the rows are short; else stripes of STRIPE columns (one block
+    each): more programs, each with a short row scan, spread over the SMs. ``stripe``
+    forces a width (a multiple of the block)."""
     B = costs.shape[0]
     if stripe is None and allow_stripes and costs.is_cuda and M > max(STRIPE, STRIPE_ABOVE):
         sms = torch.cuda.get_device_properties(costs.device).multi_processor_count
