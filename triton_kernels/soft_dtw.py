@@ -49,7 +49,7 @@ from .spin import GAVE_UP, wait_until
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
 STRIPE = 128  # columns per program when pairs are split into stripes ...
 # ... whose rows are longer than this: B x M^2 of 16-250 x 384-1,024 ran forward + backward
-# 1.1-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
+# 1.06-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
 # either way (H100, benchmarks/NOTES.md, session 25)
 STRIPE_ABOVE = 256
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
