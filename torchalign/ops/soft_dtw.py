@@ -172,6 +172,9 @@ class _Eager(torch.autograd.Function):
 
 
 class _EagerBackward(torch.autograd.Function):
+    """_Eager's backward under create_graph: the backward's implementation, differentiable
+    through the Hessian-vector product's."""
+
     @staticmethod
     def forward(ctx, *inputs):
         _setup_backward(ctx, inputs, None)
