@@ -162,9 +162,9 @@ def _pair(lengths):
 
 
 def _lengths(lengths, B, N, M, device):
-    if lengths is None:
-        full = torch.full((B,), N, dtype=torch.int64, device=device)
-        return full, torch.full((B,), M, dtype=torch.int64, device=device)
+    if lengths is None:  # (one tensor for both where N == M: a fill fewer per call)
+        n = torch.full((B,), N, dtype=torch.int64, device=device)
+        return n, (n if M == N else torch.full((B,), M, dtype=torch.int64, device=device))
     out = []
     for name, v in zip(("n", "m"), _pair(lengths)):
         t = torch.as_tensor(v, device=device)
