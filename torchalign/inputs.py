@@ -115,3 +115,10 @@ def code_bound(batch) -> int:
 def max_length(batch) -> int:
     """The longest sequence when encode recorded it, else -1 (the op reads it)."""
     return -1 if batch.max_length is None else batch.max_length
+
+
+def full_lengths(B: int, N: int, M: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The lengths (int64 [B] each) of a batch of whole N x M pairs, one tensor for both where
+    N == M (a fill fewer per call: the soft ops' host time)."""
+    n = torch.full((B,), N, dtype=torch.int64, device=device)
+    return n, (n if M == N else torch.full((B,), M, dtype=torch.int64, device=device))

@@ -62,6 +62,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .cpu.soft_align import MODES
+from .inputs import full_lengths
 from .ops.soft_align import CENTRE_BLOCK, leading_block
 from .ops.soft_align import alignment as op_alignment
 from .ops.soft_align import value as op_value
@@ -102,15 +103,9 @@ def _gap(name, gap, B, N, M, dtype, device):
     return gap
 
 
-def _full_lengths(B, N, M, device):
-    """The lengths of a batch of whole N x M pairs (one tensor for both where N == M)."""
-    q = torch.full((B,), N, dtype=torch.int64, device=device)
-    return q, (q if M == N else torch.full((B,), M, dtype=torch.int64, device=device))
-
-
 def _lengths(lengths, B, N, M, device):
     if lengths is None:
-        return _full_lengths(B, N, M, device)
+        return full_lengths(B, N, M, device)
     if not isinstance(lengths, (tuple, list)) or len(lengths) != 2:
         raise TypeError("lengths: expected (query_lengths, target_lengths), two [B] integer tensors or lists")
     out = []
@@ -152,7 +147,7 @@ def _centre(x, go, q_lens, t_lens, full: bool):
         K = CENTRE_BLOCK
         if full:
             n, m = leading_block(N, M)
-            n0, m0 = _full_lengths(B, n, m, x.device)
+            n0, m0 = full_lengths(B, n, m, x.device)
             span = max(n + m, 1)
         else:
             n0, m0 = leading_block(q_lens, t_lens)

@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import check_int
+from .inputs import check_int, full_lengths
 from .ops.soft_dtw import value as op_value
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -162,9 +162,8 @@ def _pair(lengths):
 
 
 def _lengths(lengths, B, N, M, device):
-    if lengths is None:  # (one tensor for both where N == M: a fill fewer per call)
-        n = torch.full((B,), N, dtype=torch.int64, device=device)
-        return n, (n if M == N else torch.full((B,), M, dtype=torch.int64, device=device))
+    if lengths is None:
+        return full_lengths(B, N, M, device)
     out = []
     for name, v in zip(("n", "m"), _pair(lengths)):
         t = torch.as_tensor(v, device=device)

@@ -200,23 +200,30 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, z
             torch.empty_like(value))
 
 
-def _setup(ctx, inputs, output):
-    scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint = inputs
-    value, table = output
-    ctx.mark_non_differentiable(table)
-    ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a table-sized gradient for it)
-    ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value)
+def _save(ctx, inputs, *extra):
+    """The inputs' tensors and ``extra`` saved for the backward; mode, linear, checkpoint as ctx.args."""
+    *tensors, mode, linear, checkpoint = inputs
+    ctx.save_for_backward(*tensors, *extra)
     ctx.args = (mode, linear, checkpoint)
 
 
-def _backward(ctx, grad_value, grad_table):
+def _setup(ctx, inputs, output):
+    value, table = output
+    ctx.mark_non_differentiable(table)
+    ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a table-sized gradient for it)
+    _save(ctx, inputs, table, value)
+
+
+def _backward(ctx, grad_value, grad_table, backward_fn=None):
+    """``backward_fn``: _EagerBackward.apply or the backward's implementation (eager code), else the op."""
     if grad_value is None:
         return None, None, None, None, None, None, None, None, None
     *saved, value = ctx.saved_tensors
     # value detached: the Hessian-vector product already holds the whole derivative through
     # it (soft_align_hvp returns none for it); an edge back to the forward would only run a
     # second first-order backward on zeros in every double backward
-    gs, go, ge = torch.ops.torchalign.soft_align_backward(*saved, value.detach(), grad_value, *ctx.args)
+    gs, go, ge = (backward_fn or torch.ops.torchalign.soft_align_backward)(*saved, value.detach(), grad_value,
+                                                                          *ctx.args)
     return gs, go, ge, None, None, None, None, None, None
 
 
@@ -224,10 +231,8 @@ soft_align.register_autograd(_backward, setup_context=_setup)
 
 
 def _setup_bwd(ctx, inputs, output):
-    *tensors, mode, linear, checkpoint = inputs
     ctx.set_materialize_grads(False)  # (_backward_bwd makes the zeros it needs)
-    ctx.save_for_backward(*tensors)
-    ctx.args = (mode, linear, checkpoint)
+    _save(ctx, inputs)
 
 
 def _backward_bwd(ctx, z_scores, z_open, z_extend, product=None):
@@ -249,20 +254,14 @@ class _Eager(torch.autograd.Function):
     wrapper. Under create_graph the backward is _EagerBackward, itself differentiable."""
 
     @staticmethod
-    def forward(ctx, scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint):
-        value, table = forward(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpoint)
-        ctx.save_for_backward(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value)
-        ctx.args = (mode, linear, checkpoint)
+    def forward(ctx, *inputs):
+        value, table = forward(*inputs)
+        _save(ctx, inputs, table, value)
         return value
 
     @staticmethod
-    def backward(ctx, grad):
-        *saved, value = ctx.saved_tensors
-        if torch.is_grad_enabled():  # (create_graph: a backward whose own backward is the product)
-            gs, go, ge = _EagerBackward.apply(*saved, value.detach(), grad, *ctx.args)
-        else:
-            gs, go, ge = backward(*saved, value, grad, *ctx.args)
-        return gs, go, ge, None, None, None, None, None, None
+    def backward(ctx, grad):  # (create_graph: a backward whose own backward is the product)
+        return _backward(ctx, grad, None, _EagerBackward.apply if torch.is_grad_enabled() else backward)
 
 
 class _EagerBackward(torch.autograd.Function):

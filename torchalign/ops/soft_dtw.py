@@ -106,10 +106,15 @@ def _(costs, gamma, saved, n, m, bandwidth, checkpoint, v_costs, v_gamma):
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
 
-def _setup(ctx, inputs, output):
+def _save(ctx, inputs, saved):
+    """What the backward reads: costs, gamma, the forward's saved rows, n, m; the band and K."""
     costs, gamma, n, m, bandwidth, checkpoint, _ = inputs
-    ctx.save_for_backward(costs, gamma, output[1], n, m)
+    ctx.save_for_backward(costs, gamma, saved, n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
+
+
+def _setup(ctx, inputs, output):
+    _save(ctx, inputs, output[1])
     ctx.mark_non_differentiable(output[1])
     ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a [B, N, M] gradient for R)
 
@@ -160,10 +165,9 @@ class _Eager(torch.autograd.Function):
     op itself a third time: it has no backward)."""
 
     @staticmethod
-    def forward(ctx, costs, gamma, n, m, bandwidth, checkpoint, check):
-        value, saved = forward(costs, gamma, n, m, bandwidth, checkpoint, check)
-        ctx.save_for_backward(costs, gamma, saved, n, m)
-        ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
+    def forward(ctx, *inputs):
+        value, saved = forward(*inputs)
+        _save(ctx, inputs, saved)
         return value
 
     @staticmethod
