@@ -413,16 +413,19 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("B,N,M,band,block,checkpoint", [(2, 5, 7, None, 4, None), (3, 6, 9, None, 16, 2),
-                                                         (2, 7, 7, 2, 4, None), (2, 1, 6, None, 4, None),
-                                                         (2, 6, 1, None, 4, 4)])
-def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, kernels_on_cpu, monkeypatch):
+@pytest.mark.parametrize("B,N,M,band,block,checkpoint,stripe", [
+    (2, 5, 7, None, 4, None, None), (3, 6, 9, None, 16, 2, None), (2, 7, 7, 2, 4, None, None),
+    (2, 1, 6, None, 4, None, None), (2, 6, 1, None, 4, 4, None),
+    # stripes of one or two blocks: the tangent sweep's wavefront left to right, the second
+    # sweep's right to left; padding, a band, a pair narrower than one stripe, one row
+    (2, 9, 13, None, 4, None, 4), (3, 7, 17, 3, 4, None, 8), (2, 6, 11, None, 4, 2, 4), (2, 1, 9, None, 4, None, 4)])
+def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe, kernels_on_cpu, monkeypatch):
     """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
     from torchalign_kernels import soft_dtw as K
     from torchalign_kernels import soft_dtw_hvp as KH
 
     for fn in (K.forward, K.backward, KH.hvp):
-        set_defaults(monkeypatch, fn, block=block)
+        set_defaults(monkeypatch, fn, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M)
     if band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
@@ -432,11 +435,12 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, kernel
     for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
         c = costs.to(dtype).requires_grad_(True)
         gm = gamma.to(dtype).requires_grad_(True)
+        weight = torch.linspace(0.5, 1.5, B, dtype=dtype).requires_grad_(True)  # (its gradient: dV . v)
         value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
-        gc, gg = torch.autograd.grad(value.sum(), (c, gm), create_graph=True)
-        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm)))
-    torch.testing.assert_close(got[0][0].double(), got[1][0], rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(got[0][1].double(), got[1][1], rtol=1e-4, atol=1e-4)
+        gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
+        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm, weight)))
+    for ours, want in zip(*got):
+        torch.testing.assert_close(ours.double(), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.interpret
@@ -540,6 +544,36 @@ def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
         torch.testing.assert_close(value.double(), want[0], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(g_costs.double(), want[1], rtol=0, atol=1e-3)
         torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+def test_gpu_stripes_hessian_vector_product(monkeypatch):
+    """The double backward's two sweeps as stripes (a wavefront of 128-column programs) or
+    one program per pair: each equals float64 (the plans say which ran)."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_hvp as KH
+
+    g = torch.Generator().manual_seed(19)
+    costs, v = torch.randn(2, 3, 150, 700, generator=g).cuda()
+    gamma = torch.tensor([1.0, 0.5, 2.0]).cuda()
+    lengths = (torch.tensor([150, 100, 9]), torch.tensor([700, 699, 300]))
+
+    def hvp(dtype):
+        c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
+        weight = torch.ones(3, dtype=dtype, device="cuda", requires_grad=True)
+        gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
+        return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
+
+    want = hvp(torch.float64)
+    plan = K._plan
+    for stripes in (True, False):
+        monkeypatch.setattr(K, "STRIPE_ABOVE", 0 if stripes else 1 << 30)
+        plans = []
+        monkeypatch.setattr(KH, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
+        got = hvp(torch.float32)
+        assert [S for _, _, S in plans] == [6 if stripes else 1], plans
+        for ours, ref in zip(got, want):
+            torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.gpu
