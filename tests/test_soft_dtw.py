@@ -158,9 +158,9 @@ def test_backward_makes_no_gradient_for_the_saved_table():
     with OpShapes() as through_autograd:
         v.sum().backward()
     n, m, gamma = torch.full((2,), 5), torch.full((2,), 6), torch.full((2,), 0.5)
-    value, saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma, n, m, -1, 0, False)
+    value, saved, kept = torch.ops.torchalign.soft_dtw(costs.detach(), gamma, n, m, -1, 0, False)
     with OpShapes() as direct:
-        torch.ops.torchalign.soft_dtw_backward(torch.ones(2), costs.detach(), gamma, saved, n, m, -1, 0, False)
+        torch.ops.torchalign.soft_dtw_backward(torch.ones(2), costs.detach(), gamma, saved, kept, n, m, -1, 0, False)
     assert through_autograd.zeros(saved.shape) == direct.zeros(saved.shape), through_autograd.ops
 
 
@@ -218,8 +218,9 @@ def test_checkpoint_saves_fewer_rows_and_equals_full():
     costs = torch.randn(2, 23, 9, generator=g, dtype=torch.float32)
     n, m = torch.full((2,), 23), torch.full((2,), 9)
     gamma = torch.full((2,), 0.5)
-    _, saved = torch.ops.torchalign.soft_dtw(costs, gamma, n, m, -1, 5, False)
+    _, saved, kept = torch.ops.torchalign.soft_dtw(costs, gamma, n, m, -1, 5, False)
     assert saved.shape == (2, 4, 9)  # rows 5, 10, 15, 20
+    assert kept.shape == (2, 0, 24)  # (no stripes on the CPU)
     full = _ours(costs, 0.5)
     for k in (1, 5, 22, 23, 100):
         for a, b in zip(_ours(costs, 0.5, checkpoint=k), full):
@@ -350,9 +351,9 @@ def test_opcheck():
     n, m = torch.tensor([4, 3]), torch.tensor([5, 5])
     for band, k in ((-1, 0), (2, 2)):
         torch.library.opcheck(torch.ops.torchalign.soft_dtw, (costs, gamma, n, m, band, k, True))
-        saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, band, k, False)[1]
+        _, saved, kept = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, band, k, False)
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_backward,
-                              (torch.ones(2, requires_grad=True), costs, gamma, saved, n, m, band, k, True))
+                              (torch.ones(2, requires_grad=True), costs, gamma, saved, kept, n, m, band, k, True))
     for k in (0, 2):
         saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, -1, k, False)[1]
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, n, m, -1, k,
@@ -387,7 +388,8 @@ KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, Fal
                 (2, 9, 1, None, 4, False, 4, None), (2, 8, 8, 2, 3, False, 4, None),
                 (2, 1, 15, None, None, False, 16, None),
                 (2, 5, 13, None, None, False, 4, 4), (3, 6, 17, None, None, True, 4, 8), (2, 7, 9, 3, None, True, 4, 4),
-                (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4), (2, 19, 9, None, None, True, 4, 4)]
+                (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4), (2, 19, 9, None, None, True, 4, 4),
+                (3, 13, 17, None, 3, True, 4, 4), (2, 10, 13, 3, 4, True, 4, 8), (2, 9, 9, None, 9, False, 4, 4)]
 
 
 @pytest.mark.interpret
@@ -410,6 +412,32 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
     cv, cgc, cgg = _ours(costs, gamma, **kw)  # float64: the torch path
     torch.testing.assert_close(v.double(), cv, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(gc.double(), cgc, rtol=0, atol=1e-4)
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("band", [None, 3])
+def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernels_on_cpu, monkeypatch):
+    """With checkpoints the backward's stripes recompute their segments alone, from the
+    checkpoint rows and the forward's kept last column of the stripe to their left: the
+    same floats as the forward's table, so the gradients equal the full table's bit for bit
+    (the interpreter rounds alike in both kernels)."""
+    from torchalign_kernels import soft_dtw as K
+
+    set_defaults(monkeypatch, K.forward, block=4, stripe=4)
+    set_defaults(monkeypatch, K.backward, block=4, stripe=4)
+    plan, plans = K._plan, []
+    monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
+    costs, gamma, n, m = _case(3, 14, 15, True, seed=31)
+    if band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    _, saved, kept = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, band or -1, 3, False)
+    assert saved.shape == (3, 4, 15) and kept.shape == (3, 4, 15)  # 4 stripes of 4 columns, rows 0..14
+    full = _ours(costs.float(), gamma.float(), lengths=(n, m), bandwidth=band)
+    plans.clear()
+    checkpointed = _ours(costs.float(), gamma.float(), lengths=(n, m), bandwidth=band, checkpoint=3)
+    assert [S for _, _, S in plans] == [4, 4, 4], plans  # kept_shape, forward, backward: all striped
+    for a, b in zip(full, checkpointed):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.interpret
@@ -455,7 +483,7 @@ def test_kernels_forward_without_autograd_keeps_no_rows(stripe, kernels_on_cpu, 
         v = ta.soft_dtw(costs.float(), gamma.float(), lengths=(n, m))
     rv, _, _ = _ref(costs.float(), gamma.float(), n, m)
     torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
-    _, saved = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, -1, 8, False)
+    _, saved, _ = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, -1, 8, False)
     assert saved.shape == (3, 0, 10)
 
 
@@ -522,10 +550,12 @@ def test_gpu_equals_float64(N, M, checkpoint):
 
 
 @pytest.mark.gpu
-def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
+@pytest.mark.parametrize("checkpoint", [None, 16])
+def test_gpu_stripes_equal_one_program_per_pair(monkeypatch, checkpoint):
     """A few long pairs run as a wavefront of 128-column stripes (one program each), or one
     program per pair: each equals float64 (the issue's bars; the two float32 sums run in
-    different orders). The plans say which ran."""
+    different orders), with checkpoints too (each stripe recomputes its own segments). The
+    plans say which ran."""
     from torchalign_kernels import soft_dtw as K
 
     g = torch.Generator().manual_seed(16)
@@ -537,8 +567,9 @@ def test_gpu_stripes_equal_one_program_per_pair(monkeypatch):
         monkeypatch.setattr(K, "STRIPE_ABOVE", 0 if stripes else 1 << 30)
         plans = []
         monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
-        got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths))
-        assert [S for _, _, S in plans] == ([8, 8] if stripes else [1, 1]), plans
+        got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths, checkpoint=checkpoint))
+        # (forward and backward; with checkpoints, the kept columns' shape first)
+        assert [S for _, _, S in plans] == [8 if stripes else 1] * (3 if checkpoint else 2), plans
     want = _ours(costs.double(), torch.tensor([1.0, 0.2, 3.0], dtype=torch.float64).cuda(), lengths=lengths)
     for value, g_costs, g_gamma in got:
         torch.testing.assert_close(value.double(), want[0], rtol=1e-5, atol=1e-5)

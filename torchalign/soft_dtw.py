@@ -54,15 +54,16 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
       of N) and recomputes the rows of each segment in the backward (one forward more).
       Without autograd (no_grad, or nothing requires a gradient) no row is saved.
       Memory beside the costs and their gradient: 4 B per cell saved (float32; 4 / K with
-      checkpoints, plus a [K, M] segment per pair in the backward), O(B x M) scratch; the
-      double backward keeps one more table (its tangents) while it runs.
+      checkpoints, plus a [K, M] segment per pair in the backward; where a few long pairs
+      run as column stripes, also each stripe's last column, 4 / 128 B a cell), O(B x M)
+      scratch; the double backward keeps one more table (its tangents) while it runs.
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
     CUDA float32 runs Triton kernels (one program per pair, a row per step, the row's
     left-to-right dependence as a prefix scan; a few long pairs are split into column
-    stripes run as a wavefront; the Hessian-vector product too); CPU tensors and float64
-    run vectorised torch over anti-diagonals.
+    stripes run as a wavefront, with or without checkpoints; the Hessian-vector product
+    too); CPU tensors and float64 run vectorised torch over anti-diagonals.
 
     >>> import torch, torchalign as ta
     >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])   # paths: the diagonal (cost 0), two of cost 1

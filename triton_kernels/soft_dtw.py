@@ -28,9 +28,14 @@ R[n, m]; dV/dgamma = sum over cells of E * sum_k w_k log w_k.
 
 Stripes: when fewer than two pairs an SM have rows longer than STRIPE_ABOVE, each is cut
 into stripes of STRIPE columns, one program each, run as a wavefront: the forward's stripe
-s takes R of stripe s - 1's last column, row by row, the backward's stripe s takes E and
-E w_diag of stripe s + 1's first column, through per-row boundary arrays; a progress counter per
+s takes R of stripe s - 1's last column, row by row, the backward's stripe s takes E,
+E w_diag and w_left of stripe s + 1's first column, through per-row boundary arrays; a progress counter per
 stripe (release every HAND_OFF rows, acquire on the other side) says which rows are there.
+With checkpoints the forward also keeps its hand-over column (R[:, hi - 1] of every stripe but
+the last, ``kept``), and the backward's stripe recomputes its columns of a segment from the
+segment's top row and that column alone: no stripe reads another's rows, which in the
+shared [K, M] buffer may belong to another segment (R left of its first column comes from
+``kept``, w_left right of its last with the E hand-over).
 A stripe only waits on a program of a lower id (launched earlier), so the wavefront cannot
 deadlock as long as programs start in id order; a wait that passes spin.SPIN_LIMIT polls gives
 up and the launch's value or gradient comes back NaN (never a silently wrong number).
@@ -112,18 +117,18 @@ def _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK:
 
 
 @triton.jit
-def _forward_row(cost_row, prev, out, i, m, scale, band, BLOCK: tl.constexpr):
-    """R's row i ([m] values at ``out``) from row i - 1 at ``prev`` (the backward's recompute)."""
+def _forward_row(cost_row, prev, out, i, lo, hi, m, scale, band, carry, dg_lo, BLOCK: tl.constexpr):
+    """Columns [lo, hi) of R's row i (at ``out``) from row i - 1 at ``prev``, given R[i, lo - 1]
+    (carry) and R[i - 1, lo - 1] (dg_lo) in gamma / ln 2 units: the backward's recompute,
+    the same operations as the forward's (the same floats)."""
     lane = tl.arange(0, BLOCK)
-    carry = tl.full((), float("inf"), tl.float32)  # R[i, 0]
-    dg_lo = tl.where(i == 1, 0.0, float("inf"))  # R[i - 1, 0]
-    j0 = 0
-    while j0 < m:
+    j0 = lo
+    while j0 < hi:
         col = j0 + lane
-        c = tl.load(cost_row + col, mask=col < m, other=0.0) * scale
-        r = _forward_block(c, prev, col, j0, 0, dg_lo, i, m, scale, band, carry, BLOCK)
+        c = tl.load(cost_row + col, mask=col < hi, other=0.0) * scale
+        r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK)
         carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
-        tl.store(out + col, _unscaled(r, scale), mask=col < m)
+        tl.store(out + col, _unscaled(r, scale), mask=col < hi)
         j0 += BLOCK
     tl.debug_barrier()  # the next row reads this one across lanes
 
@@ -225,13 +230,21 @@ def _weights(cur, prev, col, i, m, scale):
     their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev): (ok, zu, zd, zl,
     log2 Z, wu, wd, wl), z_k = min - R_k (<= 0; -inf and weight 0 where the cell is off the
     table, outside the pair or unreachable)."""
+    return _weights_from(cur, prev, col, i, m, scale, 0, float("inf"), tl.where(i == 1, 0.0, float("inf")))
+
+
+@triton.jit
+def _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo):
+    """_weights where R's column lo - 1 is given, not loaded: R[i, lo - 1] (lf_lo) and
+    R[i - 1, lo - 1] (dg_lo), as stored (a stripe's left neighbour, or the border)."""
     row = col * 0 + i
     inside = col < m
     rc = tl.load(cur + col, mask=inside, other=float("inf"))
     up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf"))
-    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col >= 1), other=float("inf"))
-    dg = tl.where((col == 0) & (row == 1), 0.0, dg)
-    lf = tl.load(cur + col - 1, mask=inside & (col >= 1), other=float("inf"))
+    dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col > lo), other=float("inf"))
+    dg = tl.where(col == lo, dg_lo, dg)
+    lf = tl.load(cur + col - 1, mask=inside & (col > lo), other=float("inf"))
+    lf = tl.where(col == lo, lf_lo, lf)
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = inside & (rc < float("inf")) & (mn < float("inf"))
     zu = _logit(mn, up, ok, scale)
@@ -248,8 +261,8 @@ def _weights(cur, prev, col, i, m, scale):
 
 @triton.jit
 def _left_weight_of_next(cur, prev, col, i, m, scale):
-    """w_left of cell (i, col + 1): its predecessors' softmax, from R's rows i and i - 1
-    loaded beside the cell's own (R is complete in memory: no hand-over between lanes)."""
+    """w_left of cell (i, col + 1) for col + 1 < m (else 0): its predecessors' softmax, from
+    R's rows i and i - 1 loaded beside the cell's own (no hand-over between lanes)."""
     row = col * 0 + i
     nxt = col + 1 < m
     up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf"))
@@ -282,15 +295,19 @@ def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
 
 
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
-def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, buf_ptr, ud_ptr, out_ptr,
+def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, kept_ptr, buf_ptr, ud_ptr, out_ptr,
                              gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
                              NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr):
     """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
     grad[b] * E there and gg[b, s] its cells' part of grad[b] * dV/dgamma. R's rows come
     from saved (K = 0, buf is saved) or are recomputed per segment into buf ([K, M] per
-    pair; S = 1 then). ud: [2 row parities, 2, M] per pair (E w_up, E w_diag of the row
-    below). With S > 1 stripe s waits for stripe s + 1's row (flag: rows done) and takes E
-    and E w_diag of its first column, by row, from bnd ([2, B, S, N + 2])."""
+    pair), a stripe's columns from its top row and the forward's kept last columns of the
+    stripe to its left (kept: [B, S, N + 1], gamma / ln 2 units). ud: [2 row parities, 2, M]
+    per pair (E w_up, E w_diag of the row below). With S > 1 stripe s waits for stripe
+    s + 1's row (flag: rows done) and takes E, E w_diag and w_left of its first column, by
+    row, from bnd ([3, B, S, N + 2]); R of the column left of its own, from saved or kept (a
+    stripe reads no column of R but its own: with checkpoints, its neighbours' rows in buf
+    belong to other segments)."""
     p = tl.program_id(0).to(tl.int64)
     b = p // S
     s = (S - 1 - p % S).to(tl.int32)
@@ -304,9 +321,10 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
         seed = tl.load(grad_ptr + b)
         lane = tl.arange(0, BLOCK)
         ud = ud_ptr + b * 4 * M
-        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's two planes (B x S rows)
+        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's three planes (B x S rows)
         mine = bnd_ptr + (b * S + s) * (N + 2)
         right = bnd_ptr + (b * S + s + 1) * (N + 2)
+        left = kept_ptr + (b * S + s - 1) * (N + 1)  # (K > 0, s > 0) R[:, lo - 1] by row
         gsum = tl.zeros((BLOCK,), tl.float32)
         seen = n * 0  # rows of stripe s + 1 known done
         seg_len = tl.where(K > 0, K, n)
@@ -318,27 +336,44 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                 while r <= tl.minimum(seg * K + K, n):
                     prev = _row_above(buf_ptr, saved_ptr, b, r, buf_rows, n_saved, M, K)
                     out = buf_ptr + (b * buf_rows + (r - 1) % buf_rows) * M
-                    _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, r, m, scale, band, BLOCK)
+                    carry = tl.full((), float("inf"), tl.float32)  # R[r, lo - 1], R[r - 1, lo - 1]
+                    dg_lo = tl.where(r == 1, 0.0, float("inf"))
+                    if s > 0:
+                        carry = tl.load(left + r)
+                        dg_lo = tl.where(r > 1, tl.load(left + r - 1), float("inf"))
+                    _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, r, lo, hi, m, scale, band, carry, dg_lo,
+                                 BLOCK)
                     r += 1
             while i > seg * seg_len:
                 cur = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
                 prev = _row_above(buf_ptr, saved_ptr, b, i, buf_rows, n_saved, M, K)
                 below = ud + (i % 2) * 2 * M  # E w_up, E w_diag of row i + 1
                 here = ud + ((i + 1) % 2) * 2 * M
+                lf_lo = tl.full((), float("inf"), tl.float32)  # R[i, lo - 1], R[i - 1, lo - 1] as stored
+                dg_lo = tl.where(i == 1, 0.0, float("inf"))
+                if s > 0:
+                    if K > 0:
+                        lf_lo = _unscaled(tl.load(left + i), scale)
+                        dg_lo = tl.where(i > 1, _unscaled(tl.load(left + i - 1), scale), float("inf"))
+                    else:
+                        lf_lo = tl.load(cur + lo - 1)
+                        dg_lo = tl.where(i > 1, tl.load(prev + lo - 1), float("inf"))
                 carry = tl.full((), 0.0, tl.float32)  # E[i, j0 + BLOCK]
                 d_hi = tl.full((), 0.0, tl.float32)  # E w_diag of cell (i + 1, hi)
+                w_hi = tl.full((), 0.0, tl.float32)  # w_left of cell (i, hi)
                 if hi < m:  # stripe s + 1's first column
                     if n - i + 1 > seen:
                         seen = _wait(flag_ptr + b * S + s + 1, n - i + 1, err_ptr)
                     carry = tl.load(right + i, volatile=True)
                     d_hi = tl.where(i < n, tl.load(right + plane + i + 1, volatile=True), 0.0)
+                    w_hi = tl.load(right + 2 * plane + i, volatile=True)
                 j0 = lo + ((hi - lo - 1) // BLOCK) * BLOCK
                 while j0 >= lo:
                     col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
                     row = col * 0 + i
                     inside = col < hi
-                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights(cur, prev, col, i, m, scale)
-                    w_next = _left_weight_of_next(cur, prev, col, i, m, scale)
+                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo)
+                    w_next = tl.where(col + 1 == hi, w_hi, _left_weight_of_next(cur, prev, col, i, hi, scale))
                     a = tl.load(below + col, mask=inside & (row < n), other=0.0)
                     a += tl.load(below + M + col + 1, mask=(col + 1 < hi) & (row < n), other=0.0)
                     a += tl.where(col + 1 == hi, d_hi, 0.0)
@@ -355,6 +390,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                         first = (col == lo) & ((col * 0 + i) > 0)
                         tl.store(mine + i + col * 0, e, mask=first)
                         tl.store(mine + plane + i + col * 0, e * wd, mask=first)
+                        tl.store(mine + 2 * plane + i + col * 0, wlf, mask=first)
                     j0 -= BLOCK
                 tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
                 if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == 1)):
@@ -396,24 +432,35 @@ def _plan(costs, M: int, block, stripe, allow_stripes: bool):
     return blk, stripe, -(-M // stripe)
 
 
+def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | None = None):
+    """The shape of what the forward keeps beside the checkpoints: with stripes, R's last
+    column of every stripe, by row ([B, S, N + 1], gamma / ln 2 units), from which the
+    backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise."""
+    B, N, M = costs.shape
+    S = _plan(costs, M, block, stripe, True)[2] if checkpoint else 1
+    return B, (S if S > 1 else 0), N + 1
+
+
 def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None,
             stripe: int | None = None):
-    """(value [B], saved): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ... [B, N // K, M].
-    costs float32 [B, N, M] contiguous; gamma float32 [B]; n, m int64 [B]."""
+    """(value [B], saved, kept): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ...
+    [B, N // K, M]; kept: see kept_shape. costs float32 [B, N, M] contiguous; gamma float32
+    [B]; n, m int64 [B]."""
     B, N, M = costs.shape
     full = bool(checkpoint == 0)
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
+    kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe))
     buf = saved if full else costs.new_empty(B, 2, M)
     value = costs.new_empty(B)
     if B:
         blk, W, S = _plan(costs, M, block, stripe, True)
-        bnd = costs.new_empty(B, S, N + 1) if S > 1 else value
+        bnd = kept if kept.shape[1] else costs.new_empty(B, S, N + 1) if S > 1 else value
         flags, err = _progress_flags(B * S, costs.device)
         keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
         _launch_fwd((B * S,), costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags, err, N, M,
                     N if full else 2, saved.shape[1], band, checkpoint, S, W, BLOCK=blk,
                     num_warps=warps or _warps(blk))
-    return value, saved
+    return value, saved, kept
 
 
 def _progress_flags(stripes: int, device):
@@ -423,22 +470,25 @@ def _progress_flags(stripes: int, device):
     return flags, flags[-1:]
 
 
-def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool,
+def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,
              block: int | None = None, warps: int | None = None, stripe: int | None = None):
-    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. Stripes
-    only without checkpoints (a segment's recompute runs left to right, its sweep right to left)."""
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. With
+    checkpoints, stripes only where the forward kept their columns (the same plan)."""
     B, N, M = costs.shape
     out = torch.zeros_like(costs)
     if not B:
         return out, costs.new_zeros(B)
     full = checkpoint == 0
-    blk, W, S = _plan(costs, M, block, stripe, full)
+    blk, W, S = _plan(costs, M, block, stripe, True)
+    if not full and S > 1 and kept.shape[1] != S:  # (the forward ran another plan)
+        blk, W, S = _plan(costs, M, block, None, False)
     gg = costs.new_zeros(B, S)
     buf = saved if full else costs.new_empty(B, checkpoint, M)
     ud = costs.new_empty(B, 4, M)
-    bnd = costs.new_empty(2, B, S, N + 2) if S > 1 else gg
+    bnd = costs.new_empty(3, B, S, N + 2) if S > 1 else gg
     flags, err = _progress_flags(B * S, costs.device)
-    _launch_bwd((B * S,), grad, costs, gamma.contiguous(), n, m, saved, buf, ud, out, gg, bnd, flags, err, N, M,
+    _launch_bwd((B * S,), grad, costs, gamma.contiguous(), n, m, saved, kept if kept.numel() else gg, buf, ud, out,
+                gg, bnd, flags, err, N, M,
                 N if full else checkpoint, saved.shape[1], band, checkpoint, S, W, NEED_GAMMA=bool(need_gamma),
                 BLOCK=blk, num_warps=warps or _warps(blk))
     return out, gg.sum(1)

@@ -220,7 +220,7 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | No
     if not B:
         return hv, costs.new_zeros(B), dot
     if R is None:
-        _, R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps, stripe=stripe)
+        R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps, stripe=stripe)[1]
     blk, W, S = _plan(costs, M, block, stripe, True)
     warps = warps or _warps(blk)
     T = torch.zeros_like(costs)

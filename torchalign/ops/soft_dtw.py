@@ -1,11 +1,13 @@
 """The soft-DTW custom ops: forward, backward (itself differentiable) and the Hessian-vector
 product; schemas, fake impls, autograd, and the CPU / CUDA implementations.
 
-``torchalign::soft_dtw(costs, gamma, n, m, bandwidth, checkpoint, check) -> (value, saved)``:
-costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B] (each pair's
-rows and columns), bandwidth (-1: none), checkpoint (0: every row of R is saved, [B, N, M];
-K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by segment in the
-backward). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
+``torchalign::soft_dtw(costs, gamma, n, m, bandwidth, checkpoint, check) -> (value, saved,
+kept)``: costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B] (each
+pair's rows and columns), bandwidth (-1: none), checkpoint (0: every row of R is saved,
+[B, N, M]; K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by
+segment in the backward; with the kernels' stripes, ``kept`` holds each stripe's last
+column of R, [B, S, N + 1], so that a stripe recomputes its segments alone; [B, 0, N + 1]
+otherwise). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
 lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
 and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
 saved R (recomputed with checkpoints), so gradgradcheck passes. Eager calls of
@@ -51,12 +53,12 @@ def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) 
 
 
 def forward(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
-            check: bool) -> tuple[Tensor, Tensor]:
+            check: bool) -> tuple[Tensor, Tensor, Tensor]:
     if check:
         _check(gamma, n, m, costs.shape[1], costs.shape[2], bandwidth)
     if _triton(costs):
         return kernels("soft_dtw").forward(costs, gamma, n, m, bandwidth, checkpoint)
-    return cpu.forward(costs, gamma, n, m, bandwidth, checkpoint)
+    return *cpu.forward(costs, gamma, n, m, bandwidth, checkpoint), costs.new_empty(_kept_shape(costs, checkpoint))
 
 
 soft_dtw = torch.library.custom_op("torchalign::soft_dtw", forward, mutates_args=(), device_types=DEVICES)
@@ -67,16 +69,24 @@ def _saved_shape(costs, checkpoint):
     return (B, N if checkpoint == 0 else N // checkpoint, M)
 
 
+def _kept_shape(costs, checkpoint):
+    if _triton(costs):
+        return kernels("soft_dtw").kept_shape(costs, checkpoint)
+    B, N, _ = costs.shape
+    return (B, 0, N + 1)
+
+
 @soft_dtw.register_fake
 def _(costs, gamma, n, m, bandwidth, checkpoint, check):
-    return costs.new_empty(costs.shape[0]), costs.new_empty(_saved_shape(costs, checkpoint))
+    return (costs.new_empty(costs.shape[0]), costs.new_empty(_saved_shape(costs, checkpoint)),
+            costs.new_empty(_kept_shape(costs, checkpoint)))
 
 
-def backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int,
-             checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
+def backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor,
+             bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
     grad = grad.contiguous()
     if _triton(costs):
-        return kernels("soft_dtw").backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
+        return kernels("soft_dtw").backward(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma)
     return cpu.backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
 
 
@@ -85,7 +95,7 @@ soft_dtw_backward = torch.library.custom_op("torchalign::soft_dtw_backward", bac
 
 
 @soft_dtw_backward.register_fake
-def _(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma):
+def _(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma):
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
@@ -106,26 +116,27 @@ def _(costs, gamma, saved, n, m, bandwidth, checkpoint, v_costs, v_gamma):
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
 
-def _save(ctx, inputs, saved):
-    """What the backward reads: costs, gamma, the forward's saved rows, n, m; the band and K."""
+def _save(ctx, inputs, saved, kept):
+    """What the backward reads: costs, gamma, the forward's saved rows and kept columns, n,
+    m; the band and K."""
     costs, gamma, n, m, bandwidth, checkpoint, _ = inputs
-    ctx.save_for_backward(costs, gamma, saved, n, m)
+    ctx.save_for_backward(costs, gamma, saved, kept, n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
 def _setup(ctx, inputs, output):
-    _save(ctx, inputs, output[1])
-    ctx.mark_non_differentiable(output[1])
+    _save(ctx, inputs, *output[1:])
+    ctx.mark_non_differentiable(*output[1:])
     ctx.set_materialize_grads(False)  # (else every backward allocated and zeroed a [B, N, M] gradient for R)
 
 
-def _backward(ctx, grad_value, _grad_saved, backward_fn=None):
+def _backward(ctx, grad_value, *_grad_saved, backward_fn=None):
     """``backward_fn``: _EagerBackward.apply or the backward's implementation (eager code), else the op."""
-    costs, gamma, saved, n, m = ctx.saved_tensors
+    costs, gamma, saved, kept, n, m = ctx.saved_tensors
     if grad_value is None:
         return None, None, None, None, None, None, None
     g_costs, g_gamma = (backward_fn or torch.ops.torchalign.soft_dtw_backward)(
-        grad_value, costs, gamma, saved, n, m, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
+        grad_value, costs, gamma, saved, kept, n, m, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
     return (g_costs if ctx.needs_input_grad[0] else None, g_gamma if ctx.needs_input_grad[1] else None,
             None, None, None, None, None)
 
@@ -134,7 +145,7 @@ soft_dtw.register_autograd(_backward, setup_context=_setup)
 
 
 def _setup_backward(ctx, inputs, output):
-    grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma = inputs
+    grad, costs, gamma, saved, _kept, n, m, bandwidth, checkpoint, need_gamma = inputs
     ctx.set_materialize_grads(False)  # (_double_backward makes the zeros it needs)
     ctx.save_for_backward(grad, costs, gamma, saved, n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
@@ -152,7 +163,7 @@ def _double_backward(ctx, v_costs, v_gamma, product=None):
         v_gamma = torch.zeros_like(gamma)
     hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, n, m, ctx.bandwidth,
                                                                              ctx.checkpoint, v_costs, v_gamma)
-    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None)
+    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None, None)
 
 
 soft_dtw_backward.register_autograd(_double_backward, setup_context=_setup_backward)
@@ -166,13 +177,13 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, *inputs):
-        value, saved = forward(*inputs)
-        _save(ctx, inputs, saved)
+        value, saved, kept = forward(*inputs)
+        _save(ctx, inputs, saved, kept)
         return value
 
     @staticmethod
     def backward(ctx, grad):
-        return _backward(ctx, grad, None, _EagerBackward.apply if torch.is_grad_enabled() else backward)
+        return _backward(ctx, grad, backward_fn=_EagerBackward.apply if torch.is_grad_enabled() else backward)
 
 
 class _EagerBackward(torch.autograd.Function):
