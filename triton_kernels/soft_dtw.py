@@ -393,7 +393,8 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                         tl.store(mine + 2 * plane + i + col * 0, wlf, mask=first)
                     j0 -= BLOCK
                 tl.debug_barrier()  # row i - 1 reads this row's scratch across lanes
-                if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == 1)):
+                # (and at a segment's last row: the stripe to the left must not wait out the recompute)
+                if (s > 0) & (((n - i + 1) % HAND_OFF == 0) | (i == seg * seg_len + 1)):
                     tl.atomic_xchg(flag_ptr + b * S + s, n - i + 1, sem="release")
                 i -= 1
             seg -= 1
