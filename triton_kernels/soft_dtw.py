@@ -143,6 +143,21 @@ def _wait(flag, target, err):
     return seen
 
 
+@triton.jit
+def _stripe(n_ptr, m_ptr, S, W, RIGHT_TO_LEFT: tl.constexpr):
+    """(pair b, stripe s, the pair's n and m, the stripe's first column lo) of this program:
+    program p runs stripe p % S of pair p // S, counted from the right in a sweep that runs
+    right to left, so that a stripe waits only on a program of a lower id (started first)."""
+    p = tl.program_id(0).to(tl.int64)
+    b = p // S
+    s = (p % S).to(tl.int32)
+    if RIGHT_TO_LEFT:
+        s = S - 1 - s
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    return b, s, n, m, s * W
+
+
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
 def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, bnd_ptr, flag_ptr,
                             err_ptr, N, M, buf_rows, n_saved, band, K, S, W, BLOCK: tl.constexpr):
@@ -153,13 +168,8 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
     behind the scan). With S > 1 the stripes of a pair run as a wavefront: stripe s waits
     for stripe s - 1's row (flag: rows done) and takes its last R of rows i - 1 and i from
     bnd ([B, S, N + 1], gamma / ln 2 units)."""
-    p = tl.program_id(0).to(tl.int64)
-    b = p // S
-    s = (p % S).to(tl.int32)
-    n = tl.load(n_ptr + b).to(tl.int32)
-    m = tl.load(m_ptr + b).to(tl.int32)
+    b, s, n, m, lo = _stripe(n_ptr, m_ptr, S, W, False)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
-    lo = s * W
     if lo < m:
         hi = tl.minimum(lo + W, m)
         lane = tl.arange(0, BLOCK)
@@ -308,12 +318,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
     row, from bnd ([3, B, S, N + 2]); R of the column left of its own, from saved or kept (a
     stripe reads no column of R but its own: with checkpoints, its neighbours' rows in buf
     belong to other segments)."""
-    p = tl.program_id(0).to(tl.int64)
-    b = p // S
-    s = (S - 1 - p % S).to(tl.int32)
-    n = tl.load(n_ptr + b).to(tl.int32)
-    m = tl.load(m_ptr + b).to(tl.int32)
-    lo = s * W
+    b, s, n, m, lo = _stripe(n_ptr, m_ptr, S, W, True)
     if lo < m:
         hi = tl.minimum(lo + W, m)
         g = tl.load(gamma_ptr + b)

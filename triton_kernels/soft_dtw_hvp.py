@@ -26,7 +26,8 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_dtw import HAND_OFF, _affine, _neg_entropy, _plan, _progress_flags, _wait, _warps, _weights, forward
+from .soft_dtw import (HAND_OFF, _affine, _neg_entropy, _plan, _progress_flags, _stripe, _wait, _warps, _weights,
+                       forward)
 
 
 @triton.jit
@@ -41,12 +42,7 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, t_ptr
     """Program (b, s) = divmod(p, S): T [B, N, M] of pair b's columns [s W, s W + W) (0 off
     the pair) and dot[b] = T[n, m]. With S > 1 stripe s waits for stripe s - 1's row (flag:
     rows done) and reads T of its last column from T itself."""
-    p = tl.program_id(0).to(tl.int64)
-    b = p // S
-    s = (p % S).to(tl.int32)
-    n = tl.load(n_ptr + b).to(tl.int32)
-    m = tl.load(m_ptr + b).to(tl.int32)
-    lo = s * W
+    b, s, n, m, lo = _stripe(n_ptr, m_ptr, S, W, False)
     if lo < m:
         hi = tl.minimum(lo + W, m)
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
@@ -111,12 +107,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
     stripe s waits for stripe s + 1's row (flag: rows done) and takes what its first column
     hands over, by row, from bnd ([6, B, S, N + 2]: E, dE, w_left, dw_left, E w_diag and its
     derivative)."""
-    p = tl.program_id(0).to(tl.int64)
-    b = p // S
-    s = (S - 1 - p % S).to(tl.int32)
-    n = tl.load(n_ptr + b).to(tl.int32)
-    m = tl.load(m_ptr + b).to(tl.int32)
-    lo = s * W
+    b, s, n, m, lo = _stripe(n_ptr, m_ptr, S, W, True)
     if lo < m:
         hi = tl.minimum(lo + W, m)
         g = tl.load(gamma_ptr + b)
