@@ -393,11 +393,13 @@ KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, Fal
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("rows", [None, 4])  # the forward by rows; by anti-diagonals in strips of 4 rows
 @pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
-def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, kernels_on_cpu, monkeypatch):
+def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, rows, kernels_on_cpu,
+                                 monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=block, stripe=stripe)
+    set_defaults(monkeypatch, K.forward, block=block, stripe=stripe, diag=rows is not None, rows=rows)
     set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
@@ -423,7 +425,7 @@ def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernel
     (the interpreter rounds alike in both kernels)."""
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=4, stripe=4)
+    set_defaults(monkeypatch, K.forward, block=4, stripe=4, diag=False)  # (the anti-diagonals round otherwise)
     set_defaults(monkeypatch, K.backward, block=4, stripe=4)
     plan, plans = K._plan, []
     monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
@@ -472,12 +474,12 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("stripe", [None, 4])
-def test_kernels_forward_without_autograd_keeps_no_rows(stripe, kernels_on_cpu, monkeypatch):
+@pytest.mark.parametrize("stripe,diag", [(None, False), (4, False), (None, True)])
+def test_kernels_forward_without_autograd_keeps_no_rows(stripe, diag, kernels_on_cpu, monkeypatch):
     """Under no_grad the forward keeps two rows in flight and saves none: the same values."""
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=4, stripe=stripe)
+    set_defaults(monkeypatch, K.forward, block=4, stripe=stripe, diag=diag, rows=4)
     costs, gamma, n, m = _case(3, 7, 10, True, seed=18)
     with torch.no_grad():
         v = ta.soft_dtw(costs.float(), gamma.float(), lengths=(n, m))
@@ -516,6 +518,41 @@ def test_stripe_wait_gives_up_and_poisons(monkeypatch):
     K.soft_dtw_forward_kernel[(2,)](costs, gamma, n, m, value, saved, saved, bnd, flags, flags[2:], N, M, N, N, -1, 0,
                                     2, 4, BLOCK=4)
     assert torch.isfinite(value).all()
+
+
+@pytest.mark.interpret
+def test_diagonal_strip_wait_gives_up_and_poisons(monkeypatch):
+    """The anti-diagonal forward's strips wait on the strip above; a wait that never sees its
+    counter gives up and the pair's value comes back NaN. Tickets start at B here, so the
+    only program runs strip 1 and strip 0 never publishes."""
+    import triton.language as tl
+
+    from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign_kernels import spin
+
+    monkeypatch.setattr(spin, "SPIN_LIMIT", tl.constexpr(5))
+    B, N, M, rows = 1, 6, 5, 4
+    costs, gamma = torch.rand(B, N, M), torch.ones(B)
+    n, m = torch.tensor([N]), torch.tensor([M])
+    value, saved, bnd = torch.zeros(B), torch.zeros(B, N, M), torch.zeros(B, 2, M)
+    for start, finite in ((B, False), (0, True)):
+        sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
+        KD.soft_dtw_diag_kernel[(2 - start,)](costs, gamma, n, m, value, saved, value, bnd, sync, sync[3:], N, M, B,
+                                              2, N, -1, 0, M, 0, BLOCK=rows, HAND_OFF=4)
+        assert bool(torch.isfinite(value).all()) == finite and (sync[3].item() > 0) != finite
+
+
+def test_forward_picks_anti_diagonals_where_they_won():
+    """The rule of soft_dtw.forward (measured on the H100): anti-diagonals unless the rows are
+    much longer than the pairs are tall, or a full table's strided stores meet a full GPU."""
+    from torchalign_kernels import soft_dtw as K
+
+    def picks(B, N, M, checkpoint):
+        return K._by_diagonals(torch.empty(B, N, M, device="meta"), checkpoint, None)
+
+    assert picks(64, 512, 512, 0) and picks(256, 128, 128, 0) and picks(8, 2000, 2000, 0)
+    assert not picks(16, 30, 3000, 0) and not picks(16, 30, 3000, 31)  # 100 columns a row
+    assert not picks(512, 256, 256, 0) and picks(512, 256, 256, 16) and picks(512, 256, 256, 257)
 
 
 @pytest.mark.interpret
@@ -573,6 +610,38 @@ def test_gpu_stripes_equal_one_program_per_pair(monkeypatch, checkpoint):
     want = _ours(costs.double(), torch.tensor([1.0, 0.2, 3.0], dtype=torch.float64).cuda(), lengths=lengths)
     for value, g_costs, g_gamma in got:
         torch.testing.assert_close(value.double(), want[0], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(g_costs.double(), want[1], rtol=0, atol=1e-3)
+        torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("checkpoint,band", [(None, None), (16, None), (None, 150)])
+def test_gpu_anti_diagonal_forward(monkeypatch, checkpoint, band):
+    """The forward by anti-diagonals: strips of 256, 128 or 32 rows in a wavefront (three
+    strips and more a pair), unequal lengths, with and without checkpoints (the backward's
+    column stripes then recompute from the rows and the kept columns it stored) and a band:
+    values and gradients equal float64, and under no_grad the value too."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_diag as KD
+
+    g = torch.Generator().manual_seed(27)
+    costs = torch.randn(3, 700, 900, generator=g).cuda()
+    gamma = torch.tensor([1.0, 0.2, 3.0])
+    lengths = (torch.tensor([700, 650, 9]), torch.tensor([700, 770, 20]))
+    kw = dict(lengths=lengths, checkpoint=checkpoint, bandwidth=band)
+    want = _ours(costs.double(), gamma.double().cuda(), **kw)
+    ran = []
+    forward = KD.forward
+    monkeypatch.setattr(KD, "forward", lambda *a, **k: ran.append(k["block"]) or forward(*a, **k))
+    for rows in (None, 128, 32):
+        set_defaults(monkeypatch, K.forward, rows=rows)
+        value, g_costs, g_gamma = _ours(costs, gamma.cuda(), **kw)
+        with torch.no_grad():
+            plain = ta.soft_dtw(costs, gamma.cuda(), **kw)
+        assert ran == [rows, rows], ran  # (each forward went by anti-diagonals)
+        ran.clear()
+        for v in (value, plain):
+            torch.testing.assert_close(v.double(), want[0], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(g_costs.double(), want[1], rtol=0, atol=1e-3)
         torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
 

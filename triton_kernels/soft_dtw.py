@@ -49,6 +49,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
+from .soft_align_diag import _sms, block_for
 from .spin import GAVE_UP, wait_until
 
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
@@ -57,6 +58,12 @@ STRIPE = 128  # columns per program when pairs are split into stripes ...
 # 1.06-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
 # either way (H100, benchmarks/NOTES.md, session 25)
 STRIPE_ABOVE = 256
+# The forward by anti-diagonals (soft_dtw_diag.py), 1.6-2.6x the row sweep where its rule takes
+# it, unless the rows are over DIAG_WIDE times longer than the pairs are tall (its N + M steps
+# against N row steps: 16 x 30 x 3,000 ran 2x slower) or, where it stores every row (one
+# sector per cell: its lanes are rows), the batch alone fills 2 programs an SM (512 x 256^2
+# ran 1.4x slower); H100, benchmarks/NOTES.md, session 27
+DIAG_WIDE = 3
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 
 
@@ -448,14 +455,20 @@ def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | N
 
 
 def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None,
-            stripe: int | None = None):
+            stripe: int | None = None, diag: bool | None = None, rows: int | None = None):
     """(value [B], saved, kept): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ...
     [B, N // K, M]; kept: see kept_shape. costs float32 [B, N, M] contiguous; gamma float32
-    [B]; n, m int64 [B]."""
+    [B]; n, m int64 [B]. ``diag``: by anti-diagonals (soft_dtw_diag, strips of ``rows``
+    rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are the row sweep's."""
     B, N, M = costs.shape
+    kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe))
+    if _by_diagonals(costs, checkpoint, rows) if diag is None else diag:
+        from . import soft_dtw_diag  # (here: it imports this module's helpers)
+
+        W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] else None
+        return *soft_dtw_diag.forward(costs, gamma, n, m, band, checkpoint, kept, block=rows, stripe=W), kept
     full = bool(checkpoint == 0)
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
-    kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe))
     buf = saved if full else costs.new_empty(B, 2, M)
     value = costs.new_empty(B)
     if B:
@@ -467,6 +480,14 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
                     N if full else 2, saved.shape[1], band, checkpoint, S, W, BLOCK=blk,
                     num_warps=warps or _warps(blk))
     return value, saved, kept
+
+
+def _by_diagonals(costs, checkpoint: int, rows: int | None) -> bool:
+    """The forward's choice (DIAG_WIDE)."""
+    B, N, M = costs.shape
+    if M > DIAG_WIDE * N:
+        return False
+    return checkpoint != 0 or B * -(-N // (rows or block_for(B, N, costs.device))) <= 2 * _sms(costs.device)
 
 
 def _progress_flags(stripes: int, device):

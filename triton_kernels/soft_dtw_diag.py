@@ -1,0 +1,162 @@
+"""Soft-DTW's forward sweep by anti-diagonals: no scan on the chain.
+
+The row sweep (soft_dtw.py) spends each row on a prefix scan across the row and a round
+trip of the row through memory; here lane l of a program holds row i = r0 + l + 1 of a strip
+of up to BLOCK rows and step t computes column c = t - l (0-based) in every lane, so a step
+is one anti-diagonal, one three-way softmin per cell:
+
+    R[i, c] = cost[i - 1, c] + softmin(R[i - 1, c], R[i - 1, c - 1], R[i, c - 1])
+
+up is the lane above's value of the last step (one ``tl.gather``, a shift by one lane),
+diagonal its value of the step before, left the lane's own last value. Values are held in
+units of gamma / ln 2 (x log2(e) / gamma) as in soft_dtw.py, so the softmin is one log2 of
+three exp2. Strip k of pair b is a program of its own (a ticket, taken in order, picks
+them), so a pair's strips run as a wavefront: strip k reads strip k - 1's last row from a
+boundary array as it is written (a progress counter per strip, released every HAND_OFF
+columns, spin.wait_until on the other side); a wait only ever waits on a lower ticket,
+which has started, and one that gives up makes the pair's value NaN, never a wrong number.
+
+What the backward reads is stored as the row sweep stores it, so soft_dtw.backward takes
+either forward's: R unscaled, [B, N, M] (K = 0) or rows K, 2K, ... (K > 0; none when K > N),
+and with the backward's column stripes each stripe's last column (``kept``, [B, S, N + 1],
+scaled). The row stores are strided across lanes (a lane per row); they cost one 32-byte
+sector per cell in L2, which the step's exp2 / log2 latency covers.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .cache_keys import settle_module
+from .launch import Launcher
+from .soft_align import PREFETCH, _prefetch
+from .soft_align_diag import block_for
+from .soft_dtw import _unscaled, _wait
+
+HAND_OFF = 16  # columns between a strip's releases of its progress counter (soft_align_diag's)
+
+
+@triton.jit
+def _softmin3(a, b, c):
+    """softmin of three values in gamma / ln 2 units; +inf when all are."""
+    lo = tl.minimum(tl.minimum(a, b), c)
+    fin = lo < float("inf")
+    ms = tl.where(fin, lo, 0.0)
+    tot = tl.exp2(ms - a) + tl.exp2(ms - b) + tl.exp2(ms - c)
+    return tl.where(fin, ms - tl.log2(tot), float("inf"))
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept"])
+def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
+                         err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, BLOCK: tl.constexpr,
+                         HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket: rows kBLOCK + 1 .. kBLOCK + BLOCK of pair b. saved:
+    R (as stored, unscaled) of every row (K = 0) or of rows K, 2K, ... ([B, n_saved, M]);
+    kept (S_kept > 0): R[:, (s + 1) W - 1] of stripes s whose last column is not the pair's,
+    [B, S_kept, N + 1], scaled; bnd [B, S, M]: each strip's last row, scaled, for the strip
+    below; sync: the ticket counter, then a progress counter (columns done) per strip; err:
+    waits that gave up. value[b] = R[n, m] from the strip that holds row n."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = ticket // B
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    r0 = k * BLOCK
+    if r0 < n:
+        offs = tl.arange(0, BLOCK)
+        idx_up = tl.maximum(offs - 1, 0)
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        i = r0 + 1 + offs  # the lane's row, 1-based
+        first = offs == 0
+        bottom = offs == R - 1
+        publish = r0 + R < n  # a strip below reads this one's last row
+        above = bnd_ptr + (b * S + k - 1) * M  # strip k - 1's last row (k > 0), scaled
+        flag_in = sync_ptr + 1 + b * S + k - 1
+        seen = n * 0
+        crow = cost_ptr + (b * N + i - 1).to(tl.int64) * M  # the lane's row of costs
+        srow = saved_ptr + (b * n_saved + tl.where(K > 0, i // tl.maximum(K, 1) - 1, i - 1)).to(tl.int64) * M
+        keep = (i * 0 + K == 0) | (i % tl.maximum(K, 1) == 0)  # (tensors: the interpreter's masks)
+        krow = kept_ptr + b * S_kept * (N + 1) + i
+        # lane 0's up at steps 0 and 1: row r0 (row 0: R[0, c] = inf for c >= 0)
+        if k > 0:
+            seen = _wait(flag_in, tl.minimum(2, m), err_ptr)
+            up0 = tl.load(above, volatile=True)
+            top = tl.load(above + 1, mask=m > 1, other=float("inf"), volatile=True)
+        else:
+            up0 = tl.full((), float("inf"), tl.float32)
+            top = tl.full((), float("inf"), tl.float32)
+        up = tl.where(first, up0, float("inf"))
+        diag = tl.where(first & (k == 0), 0.0, float("inf"))  # R[r0, -1]: 0 at row 0 only
+        left = tl.full((BLOCK,), float("inf"), tl.float32)
+        c_n = tl.load(crow, mask=lane & first, other=0.0)  # the costs of the next step
+        # R as stored: v * gamma ln 2, not soft_dtw's correctly rounded division (~30 % of a
+        # step at 64 x 512, measured): here no value goes through memory on the chain, so
+        # one rounding more per stored cell stays one rounding (rel 1e-7)
+        unit = 0.6931471805599453 * tl.load(gamma_ptr + b)
+        fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
+        t = 0
+        T = R + m - 1
+        while t < T:
+            c = t - offs
+            live = lane & (c >= 0) & (c < m)
+            x = c_n * scale
+            cn = c + 1
+            c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
+            cp = c + PREFETCH
+            _prefetch(crow + cp, lane & (cp >= 0) & (cp < m))
+            if k > 0:
+                if t + 3 > seen:
+                    if t + 2 < m:
+                        seen = _wait(flag_in, t + 3, err_ptr)
+            top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
+            v = _softmin3(up, diag, left) + x
+            if band >= 0:
+                v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
+            v = tl.where(live, v, float("inf"))
+            tl.store(srow + c, v * unit, mask=live & keep)
+            if S_kept > 0:
+                tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
+            fin = tl.where(live & (i == n) & (c == m - 1), v, fin)
+            if publish:
+                tl.store(above + M + c, v, mask=live & bottom)
+            diag = up
+            left = v
+            up = tl.where(first, top, tl.gather(v, idx_up, 0))  # (its barrier: the step's stores are done)
+            top = top_n
+            if publish:
+                done = t - R + 2  # columns of the last row written
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+            t += 1
+        if r0 + R == n:
+            v = tl.sum(tl.where(i == n, fin, 0.0), 0)
+            bad = tl.load(err_ptr, volatile=True) != 0
+            tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale)))
+
+
+def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, block: int | None = None, warps: int | None = None,
+            stripe: int | None = None):
+    """(value [B], saved) as soft_dtw.forward's, into ``kept`` ([B, S, N + 1] with the
+    backward's stripes of width ``stripe``, else [B, 0, N + 1])."""
+    B, N, M = costs.shape
+    full = checkpoint == 0
+    saved = costs.new_empty(B, N if full else N // checkpoint, M)
+    value = costs.new_empty(B)
+    if B:
+        blk = block or block_for(B, N, costs.device)
+        S = triton.cdiv(N, blk)
+        bnd = costs.new_empty(B, S, M)
+        sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=costs.device)
+        W = stripe if kept.shape[1] else M
+        _launch((B * S,), costs, gamma.contiguous(), n, m, value, saved if saved.numel() else value,
+                kept if kept.numel() else value, bnd, sync, sync[-1:], N, M, B, S, saved.shape[1], band, checkpoint,
+                W, kept.shape[1], BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps or max(1, blk // 32))
+    return value, saved
+
+
+_launch = Launcher(soft_dtw_diag_kernel)
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
