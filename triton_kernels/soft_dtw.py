@@ -49,7 +49,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align_diag import _sms, block_for
+from .soft_align_diag import _sms
 from .spin import GAVE_UP, wait_until
 
 BLOCKS = (64, 128, 256, 512, 1024)  # column block widths (each one a compiled variant); longer rows: 1024
@@ -61,8 +61,8 @@ STRIPE_ABOVE = 256
 # The forward by anti-diagonals (soft_dtw_diag.py), 1.6-2.6x the row sweep where its rule takes
 # it, unless the rows are over DIAG_WIDE times longer than the pairs are tall (its N + M steps
 # against N row steps: 16 x 30 x 3,000 ran 2x slower) or, where it stores every row (one
-# sector per cell: its lanes are rows), the batch alone fills 2 programs an SM (512 x 256^2
-# ran 1.4x slower); H100, benchmarks/NOTES.md, session 27
+# sector per cell: its lanes are rows), the batch fills 2 programs an SM with a pair each,
+# the row sweep's best case (512 x 256^2 ran 1.4x slower); H100, benchmarks/NOTES.md, session 27
 DIAG_WIDE = 3
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 
@@ -462,7 +462,7 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
     rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are the row sweep's."""
     B, N, M = costs.shape
     kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe))
-    if _by_diagonals(costs, checkpoint, rows) if diag is None else diag:
+    if _by_diagonals(costs, checkpoint) if diag is None else diag:
         from . import soft_dtw_diag  # (here: it imports this module's helpers)
 
         W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] else None
@@ -482,12 +482,12 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
     return value, saved, kept
 
 
-def _by_diagonals(costs, checkpoint: int, rows: int | None) -> bool:
+def _by_diagonals(costs, checkpoint: int) -> bool:
     """The forward's choice (DIAG_WIDE)."""
     B, N, M = costs.shape
     if M > DIAG_WIDE * N:
         return False
-    return checkpoint != 0 or B * -(-N // (rows or block_for(B, N, costs.device))) <= 2 * _sms(costs.device)
+    return checkpoint != 0 or B < 2 * _sms(costs.device)
 
 
 def _progress_flags(stripes: int, device):

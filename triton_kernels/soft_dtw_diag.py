@@ -39,13 +39,15 @@ HAND_OFF = 16  # columns between a strip's releases of its progress counter (sof
 
 
 @triton.jit
-def _softmin3(a, b, c):
-    """softmin of three values in gamma / ln 2 units; +inf when all are."""
+def _cell(a, b, c, x):
+    """x + softmin(a, b, c) in gamma / ln 2 units (+inf when a, b, c all are), rounded once at
+    R's magnitude: the small terms x - log2(sum) first (min + x, then - log2, rounded twice:
+    gradients 1.3-1.4x further from float64, measured on the H100)."""
     lo = tl.minimum(tl.minimum(a, b), c)
     fin = lo < float("inf")
     ms = tl.where(fin, lo, 0.0)
     tot = tl.exp2(ms - a) + tl.exp2(ms - b) + tl.exp2(ms - c)
-    return tl.where(fin, ms - tl.log2(tot), float("inf"))
+    return tl.where(fin, ms + (x - tl.log2(tot)), float("inf"))
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept"])
@@ -113,7 +115,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
-            v = _softmin3(up, diag, left) + x
+            v = _cell(up, diag, left, x)
             if band >= 0:
                 v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
             v = tl.where(live, v, float("inf"))
@@ -130,6 +132,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
             if publish:
                 done = t - R + 2  # columns of the last row written
                 if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
                     tl.atomic_xchg(flag_in + 1, done, sem="release")
             t += 1
         if r0 + R == n:
