@@ -298,7 +298,7 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     ck = max(2, int(math.sqrt(N)))
     fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
     out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
-    if device.type == "cuda":  # the launch plan's alternatives: one program per pair; 128-column stripes
+    if device.type == "cuda":  # the plan's alternatives: one program per pair; 128-column stripes; the row forward
         from torchalign_kernels import soft_dtw as K
 
         def knobs(fn, **values):
@@ -313,7 +313,8 @@ def impls_dtw(device, B, N, M, ours_only: bool):
                         setattr(K, k, v)
             return run
         for label, values in (("one program per pair", dict(STRIPE=1 << 30)),
-                              (f"stripes of {K.STRIPE} columns", dict(STRIPE_ABOVE=0))):
+                              (f"stripes of {K.STRIPE} columns", dict(STRIPE_ABOVE=0)),
+                              ("forward by rows", dict(DIAG_WIDE=0))):
             out.append((f"ours soft_dtw, {label}", "sdtw", knobs(f, **values), knobs(fb(f), **values)))
     if ours_only:
         return out
