@@ -60,10 +60,13 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
-    CUDA float32 runs Triton kernels (one program per pair, a row per step, the row's
-    left-to-right dependence as a prefix scan; a few long pairs are split into column
-    stripes run as a wavefront, with or without checkpoints; the Hessian-vector product
-    too); CPU tensors and float64 run vectorised torch over anti-diagonals.
+    CUDA float32 runs Triton kernels: the forward by anti-diagonals (a lane per row, strips
+    of rows run as a wavefront), or by rows where rows are much longer than the pairs are
+    tall or a batch that fills the GPU saves every row; the backward and the Hessian-vector
+    product by rows (one program per pair, a row per step, the row's left-to-right
+    dependence as a prefix scan; a few long pairs split into column stripes run as a
+    wavefront, with or without checkpoints). CPU tensors and float64 run vectorised torch
+    over anti-diagonals.
 
     >>> import torch, torchalign as ta
     >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])   # paths: the diagonal (cost 0), two of cost 1

@@ -1,5 +1,6 @@
 """Soft-DTW forward and backward sweeps: one program per pair (or per column stripe of a
-long pair), a whole row per step.
+long pair), a whole row per step. ``forward`` runs the forward by anti-diagonals instead
+(soft_dtw_diag.py) where _by_diagonals says; both store what ``backward`` reads.
 
 Values are held in units of gamma / ln 2 (x * log2(e) / gamma), so every softmin is
 ``min - log2(1 + exp2(-|a - b|))`` (one exp2 and one log2) and the combine function of a
