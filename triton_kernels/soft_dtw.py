@@ -59,8 +59,8 @@ STRIPE = 128  # columns per program when pairs are split into stripes ...
 # 1.06-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
 # either way (H100, benchmarks/NOTES.md, session 25)
 STRIPE_ABOVE = 256
-# The forward by anti-diagonals (soft_dtw_diag.py), 1.6-2.6x the row sweep where its rule takes
-# it, unless the rows are over DIAG_WIDE times longer than the pairs are tall (its N + M steps
+# The forward by anti-diagonals (soft_dtw_diag.py), 1.7-3.8x the row sweep's speed where the
+# rule takes it (no_grad), unless the rows are over DIAG_WIDE times longer than the pairs are tall (its N + M steps
 # against N row steps: 16 x 30 x 3,000 ran 2x slower) or, where it stores every row (one
 # sector per cell: its lanes are rows), the batch fills 2 programs an SM with a pair each,
 # the row sweep's best case (512 x 256^2 ran 1.4x slower); H100, benchmarks/NOTES.md, session 27

@@ -19,8 +19,8 @@ which has started, and one that gives up makes the pair's value NaN, never a wro
 What the backward reads is stored as the row sweep stores it, so soft_dtw.backward takes
 either forward's: R unscaled, [B, N, M] (K = 0) or rows K, 2K, ... (K > 0; none when K > N),
 and with the backward's column stripes each stripe's last column (``kept``, [B, S, N + 1],
-scaled). The row stores are strided across lanes (a lane per row); they cost one 32-byte
-sector per cell in L2, which the step's exp2 / log2 latency covers.
+scaled). The row stores are strided across lanes (a lane per row): one 32-byte sector per
+cell in L2, which the step's latency covers while the GPU has room (soft_dtw._by_diagonals).
 
 Pure: imports only torch and triton.
 """
@@ -95,8 +95,8 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
         diag = tl.where(first & (k == 0), 0.0, float("inf"))  # R[r0, -1]: 0 at row 0 only
         left = tl.full((BLOCK,), float("inf"), tl.float32)
         c_n = tl.load(crow, mask=lane & first, other=0.0)  # the costs of the next step
-        # R as stored: v * gamma ln 2, not soft_dtw's correctly rounded division (~30 % of a
-        # step at 64 x 512, measured): here no value goes through memory on the chain, so
+        # R as stored: v * gamma ln 2, not soft_dtw's correctly rounded division (~25 % of the
+        # forward's time at 64 x 512, measured): here no value goes through memory on the chain, so
         # one rounding more per stored cell stays one rounding (rel 1e-7)
         unit = 0.6931471805599453 * tl.load(gamma_ptr + b)
         fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
@@ -127,7 +127,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
                 tl.store(above + M + c, v, mask=live & bottom)
             diag = up
             left = v
-            up = tl.where(first, top, tl.gather(v, idx_up, 0))  # (its barrier: the step's stores are done)
+            up = tl.where(first, top, tl.gather(v, idx_up, 0))
             top = top_n
             if publish:
                 done = t - R + 2  # columns of the last row written
