@@ -389,17 +389,19 @@ KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, Fal
                 (2, 1, 15, None, None, False, 16, None),
                 (2, 5, 13, None, None, False, 4, 4), (3, 6, 17, None, None, True, 4, 8), (2, 7, 9, 3, None, True, 4, 4),
                 (2, 6, 11, None, 2, True, 4, 4), (2, 1, 9, None, None, False, 4, 4), (2, 19, 9, None, None, True, 4, 4),
-                (3, 13, 17, None, 3, True, 4, 4), (2, 10, 13, 3, 4, True, 4, 8), (2, 9, 9, None, 9, False, 4, 4)]
+                (3, 13, 17, None, 3, True, 4, 4), (2, 10, 13, 3, 4, True, 4, 8), (2, 9, 9, None, 9, False, 4, 4),
+                (2, 10, 13, 3, 4, True, 4, 4)]
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("rows", [None, 4])  # the forward by rows; by anti-diagonals in strips of 4 rows
-@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
+@pytest.mark.parametrize("rows", [None, 4])  # by rows; by anti-diagonals (the forward in strips of 4 rows, and
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)  # the segments' recompute)
 def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, rows, kernels_on_cpu,
                                  monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
     set_defaults(monkeypatch, K.forward, block=block, stripe=stripe, diag=rows is not None, rows=rows)
+    monkeypatch.setattr(K, "DIAG_FROM", 1 << 30 if rows is None else 1)
     set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
