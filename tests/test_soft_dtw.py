@@ -394,14 +394,13 @@ KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, Fal
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("rows", [None, 4])  # by rows; by anti-diagonals (the forward in strips of 4 rows, and
-@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)  # the segments' recompute)
+@pytest.mark.parametrize("rows", [None, 4])  # the forward by rows; by anti-diagonals in strips of 4 rows
+@pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
 def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, rows, kernels_on_cpu,
                                  monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
     set_defaults(monkeypatch, K.forward, block=block, stripe=stripe, diag=rows is not None, rows=rows)
-    monkeypatch.setattr(K, "DIAG_FROM", 1 << 30 if rows is None else 1)
     set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
