@@ -166,6 +166,14 @@ def _stripe(n_ptr, m_ptr, S, W, RIGHT_TO_LEFT: tl.constexpr):
     return b, s, n, m, s * W
 
 
+@triton.jit
+def _hand_over(bnd_ptr, b, s, S, N):
+    """(one plane's stride, this stripe's row, the stripe to its right's row) of a backward
+    sweep's boundary array, planes of [B, S, N + 2] (a value of a stripe's first column by row)."""
+    plane = tl.num_programs(0).to(tl.int64) * (N + 2)
+    return plane, bnd_ptr + (b * S + s) * (N + 2), bnd_ptr + (b * S + s + 1) * (N + 2)
+
+
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
 def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, bnd_ptr, flag_ptr,
                             err_ptr, N, M, buf_rows, n_saved, band, K, S, W, BLOCK: tl.constexpr):
@@ -334,9 +342,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
         seed = tl.load(grad_ptr + b)
         lane = tl.arange(0, BLOCK)
         ud = ud_ptr + b * 4 * M
-        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's three planes (B x S rows)
-        mine = bnd_ptr + (b * S + s) * (N + 2)
-        right = bnd_ptr + (b * S + s + 1) * (N + 2)
+        plane, mine, right = _hand_over(bnd_ptr, b, s, S, N)  # (bnd's three planes)
         left = kept_ptr + (b * S + s - 1) * (N + 1)  # (K > 0, s > 0) R[:, lo - 1] by row
         gsum = tl.zeros((BLOCK,), tl.float32)
         seen = n * 0  # rows of stripe s + 1 known done

@@ -26,8 +26,8 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_dtw import (HAND_OFF, _affine, _neg_entropy, _plan, _progress_flags, _stripe, _wait, _warps, _weights,
-                       forward)
+from .soft_dtw import (HAND_OFF, _affine, _hand_over, _neg_entropy, _plan, _progress_flags, _stripe, _wait, _warps,
+                       _weights, forward)
 
 
 @triton.jit
@@ -116,9 +116,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
         lane = tl.arange(0, BLOCK)
         sc = sc_ptr + b * 8 * M
         wrow = wl_ptr + b * 2 * M
-        plane = tl.num_programs(0).to(tl.int64) * (N + 2)  # one of bnd's planes (B x S rows)
-        mine = bnd_ptr + (b * S + s) * (N + 2)
-        right = bnd_ptr + (b * S + s + 1) * (N + 2)
+        plane, mine, right = _hand_over(bnd_ptr, b, s, S, N)  # (bnd's six planes)
         hsum = tl.zeros((BLOCK,), tl.float32)
         seen = n * 0  # rows of stripe s + 1 known done
         i = n
