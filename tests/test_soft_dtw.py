@@ -394,14 +394,14 @@ KERNEL_CASES = [(2, 1, 1, None, None, False, 4, None), (2, 3, 4, None, None, Fal
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("rows", [None, 4])  # the forward by rows; by anti-diagonals in strips of 4 rows
+@pytest.mark.parametrize("rows", [None, 4])  # both sweeps by rows; by anti-diagonals in strips of 4 rows
 @pytest.mark.parametrize("B,N,M,band,checkpoint,with_lengths,block,stripe", KERNEL_CASES)
 def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block, stripe, rows, kernels_on_cpu,
                                  monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=block, stripe=stripe, diag=rows is not None, rows=rows)
-    set_defaults(monkeypatch, K.backward, block=block, stripe=stripe)
+    for fn in (K.forward, K.backward):  # (the backward by anti-diagonals reads full tables only)
+        set_defaults(monkeypatch, fn, block=block, stripe=stripe, diag=rows is not None, rows=rows)
     costs, gamma, n, m = _case(B, N, M, with_lengths, seed=B * N * M)
     if with_lengths and band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
@@ -426,8 +426,8 @@ def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernel
     (the interpreter rounds alike in both kernels)."""
     from torchalign_kernels import soft_dtw as K
 
-    set_defaults(monkeypatch, K.forward, block=4, stripe=4, diag=False)  # (the anti-diagonals round otherwise)
-    set_defaults(monkeypatch, K.backward, block=4, stripe=4)
+    for fn in (K.forward, K.backward):  # (the anti-diagonals round otherwise)
+        set_defaults(monkeypatch, fn, block=4, stripe=4, diag=False)
     plan, plans = K._plan, []
     monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
     costs, gamma, n, m = _case(3, 14, 15, True, seed=31)
@@ -543,6 +543,29 @@ def test_diagonal_strip_wait_gives_up_and_poisons(monkeypatch):
         assert bool(torch.isfinite(value).all()) == finite and (sync[3].item() > 0) != finite
 
 
+@pytest.mark.interpret
+def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
+    """The backward's strips wait on the strip below; a wait that never sees its counter gives
+    up and the pair's gradients come back NaN. Tickets start at B here, so the only program
+    runs strip 0 and strip 1 never hands over."""
+    import triton.language as tl
+
+    from torchalign_kernels import soft_dtw_diag_bwd as KB
+    from torchalign_kernels import spin
+
+    monkeypatch.setattr(spin, "SPIN_LIMIT", tl.constexpr(5))
+    B, N, M, rows = 1, 6, 5, 4
+    saved, grad, gamma = torch.rand(B, N, M), torch.ones(B), torch.ones(B)
+    n, m = torch.tensor([N]), torch.tensor([M])
+    for start, finite in ((B, False), (0, True)):
+        out, gg, bnd = torch.zeros(B, N, M), torch.zeros(B, 2), torch.zeros(B, 2, M)
+        sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
+        KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, gamma, n, m, saved, out, gg, bnd, sync, sync[3:], N, M,
+                                                       B, 2, NEED_GAMMA=True, BLOCK=rows, HAND_OFF=4)
+        assert bool(torch.isfinite(out).all()) == finite and bool(torch.isfinite(gg).all()) == finite
+        assert (sync[3].item() > 0) != finite
+
+
 def test_forward_picks_anti_diagonals_where_they_won():
     """The rule of soft_dtw.forward (measured on the H100): anti-diagonals unless the rows are
     much longer than the pairs are tall, or a full table's strided stores meet a batch that
@@ -618,13 +641,14 @@ def test_gpu_stripes_equal_one_program_per_pair(monkeypatch, checkpoint):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("checkpoint,band", [(None, None), (16, None), (None, 150)])
-def test_gpu_anti_diagonal_forward(monkeypatch, checkpoint, band):
-    """The forward by anti-diagonals: strips of 128 or 32 rows in a wavefront (6 and 22
-    strips a pair), unequal lengths, with and without checkpoints (the backward's
-    column stripes then recompute from the rows and the kept columns it stored) and a band:
-    values and gradients equal float64, and under no_grad the value too."""
+def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
+    """Both sweeps by anti-diagonals: strips of 128 or 32 rows in a wavefront (6 and 22
+    strips a pair), unequal lengths, with and without checkpoints (the backward then goes by
+    rows, its column stripes recomputing from the rows and the kept columns the forward
+    stored) and a band: values and gradients equal float64, and under no_grad the value too."""
     from torchalign_kernels import soft_dtw as K
     from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign_kernels import soft_dtw_diag_bwd as KB
 
     g = torch.Generator().manual_seed(27)
     costs = torch.randn(3, 700, 900, generator=g).cuda()
@@ -635,14 +659,16 @@ def test_gpu_anti_diagonal_forward(monkeypatch, checkpoint, band):
     kw = dict(lengths=lengths, checkpoint=checkpoint, bandwidth=band)
     want = _ours(costs.double(), gamma.double().cuda(), lengths=lengths, bandwidth=band)
     ran = []
-    forward = KD.forward
-    monkeypatch.setattr(KD, "forward", lambda *a, **k: ran.append(k["block"]) or forward(*a, **k))
+    forward, backward = KD.forward, KB.backward
+    monkeypatch.setattr(KD, "forward", lambda *a, **k: ran.append(("fwd", k["block"])) or forward(*a, **k))
+    monkeypatch.setattr(KB, "backward", lambda *a, **k: ran.append(("bwd", k["block"])) or backward(*a, **k))
     for rows in (None, 32):  # (None: 128 here)
         set_defaults(monkeypatch, K.forward, rows=rows)
+        set_defaults(monkeypatch, K.backward, rows=rows)
         value, g_costs, g_gamma = _ours(costs, gamma.cuda(), **kw)
         with torch.no_grad():
             plain = ta.soft_dtw(costs, gamma.cuda(), **kw)
-        assert ran == [rows, rows], ran  # (each forward went by anti-diagonals)
+        assert ran == [("fwd", rows)] + [("bwd", rows)] * (checkpoint is None) + [("fwd", rows)], ran
         ran.clear()
         for v in (value, plain):
             torch.testing.assert_close(v.double(), want[0], rtol=1e-5, atol=1e-5)

@@ -271,6 +271,12 @@ def _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo):
     dg = tl.where(col == lo, dg_lo, dg)
     lf = tl.load(cur + col - 1, mask=inside & (col > lo), other=float("inf"))
     lf = tl.where(col == lo, lf_lo, lf)
+    return _softmax3(rc, up, dg, lf, inside, scale)
+
+
+@triton.jit
+def _softmax3(rc, up, dg, lf, inside, scale):
+    """_weights of a cell from its R (rc) and its predecessors' (up, dg, lf), as stored."""
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = inside & (rc < float("inf")) & (mn < float("inf"))
     zu = _logit(mn, up, ok, scale)
@@ -505,10 +511,17 @@ def _progress_flags(stripes: int, device):
 
 
 def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,
-             block: int | None = None, warps: int | None = None, stripe: int | None = None):
+             block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
+             rows: int | None = None):
     """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. With
-    checkpoints, stripes only where the forward kept their columns (the same plan)."""
+    checkpoints, stripes only where the forward kept their columns (the same plan). A full
+    table goes by anti-diagonals (soft_dtw_diag_bwd, strips of ``rows`` rows) where
+    _by_diagonals says, or ``diag`` forces; ``block``, ``warps`` and ``stripe`` are the row sweep's."""
     B, N, M = costs.shape
+    if checkpoint == 0 and (_by_diagonals(costs, 0) if diag is None else diag):
+        from . import soft_dtw_diag_bwd
+
+        return soft_dtw_diag_bwd.backward(grad, gamma, saved, n, m, need_gamma, block=rows)
     out = torch.zeros_like(costs)
     if not B:
         return out, costs.new_zeros(B)

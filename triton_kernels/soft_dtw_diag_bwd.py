@@ -1,0 +1,142 @@
+"""Soft-DTW's backward sweep (Cuturi & Blondel's E) by anti-diagonals, from a full table of R.
+
+The mirror of soft_dtw_diag's forward: lane l of a program holds row i = r0 + l + 1 of a
+strip, and step tau runs the anti-diagonals from the last back to the first, column
+c = T - 1 - tau - l in every lane. A cell's E is what its successors push back,
+
+    E[i, c] = Ew_up(i + 1, c) + Ew_diag(i + 1, c + 1) + Ew_left(i, c + 1),  Ew_k(x) = E[x] w_k(x),
+
+w_k(x) the softmin weights of x's predecessors (soft_dtw._softmax3, from R alone: no costs
+are read). The lane below computed Ew_up(i + 1, c) on the last step and Ew_diag(i + 1, c + 1)
+the step before, so it hands their sum over in one ``tl.gather``; Ew_left comes from the
+lane's own last step. R of the cell and of its predecessors is loaded one step ahead (off
+the chain); a step stores E (times the incoming gradient: it seeds E[n, m]) and no scratch.
+
+Strips run as a wavefront from the bottom up (tickets in that order): strip k's bottom lane
+reads what strip k + 1's top lane hands over, through a boundary row per strip and a
+progress counter released every HAND_OFF columns, as in the forward. A wait that gives up
+poisons the pair's gradient with NaN.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .cache_keys import settle_module
+from .launch import Launcher
+from .soft_align_diag import block_for
+from .soft_dtw import _neg_entropy, _softmax3, _wait
+from .soft_dtw_diag import HAND_OFF
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S"])
+def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, out_ptr, gg_ptr, bnd_ptr, sync_ptr,
+                                  err_ptr, N, M, B, S, NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr,
+                                  HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the last: rows kBLOCK + 1 .. kBLOCK + BLOCK
+    of pair b. saved: R as stored, [B, N, M]; out [B, N, M]: grad[b] * E; gg [B, S]: each
+    strip's part of grad[b] * dV/dgamma; bnd [B, S, M]: Ew_up(r0 + 1, c) + Ew_diag(r0 + 1, c + 1)
+    of each strip's top row, for the strip above; sync: the ticket counter, then a progress
+    counter (columns done, from the right) per strip; err: waits that gave up."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = S - 1 - ticket // B
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    r0 = k * BLOCK
+    if r0 < n:
+        scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+        seed = tl.load(grad_ptr + b)
+        offs = tl.arange(0, BLOCK)
+        idx_down = tl.minimum(offs + 1, BLOCK - 1)
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        i = r0 + 1 + offs  # the lane's row, 1-based
+        first = offs == 0
+        bottom = offs == R - 1
+        below = r0 + R < n  # strip k + 1 hands its top row over
+        lower = bnd_ptr + (b * S + k + 1) * M
+        mine = bnd_ptr + (b * S + k) * M
+        flag_in = sync_ptr + 1 + b * S + k + 1
+        flag_out = sync_ptr + 1 + b * S + k
+        row = saved_ptr + (b * N + i - 1).to(tl.int64) * M  # R's row i, and row i - 1 (i > 1)
+        above = saved_ptr + (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
+        has_above = lane & (i > 1)
+        orow = out_ptr + (b * N + i - 1).to(tl.int64) * M
+        T = R + m - 1
+        c = T - 1 - offs
+        rc = tl.load(row + c, mask=lane & (c >= 0) & (c < m), other=float("inf"))
+        up = tl.load(above + c, mask=has_above & (c >= 0) & (c < m), other=float("inf"))
+        lf = tl.load(row + c - 1, mask=lane & (c >= 1) & (c <= m), other=float("inf"))
+        dg = tl.load(above + c - 1, mask=has_above & (c >= 1) & (c <= m), other=float("inf"))
+        seen = n * 0
+        nb = tl.full((), 0.0, tl.float32)  # the strip below's hand-over at the bottom lane's column
+        if below:
+            seen = _wait(flag_in, 1, err_ptr)
+            nb = tl.load(lower + m - 1, volatile=True)
+        ew_left = tl.zeros((BLOCK,), tl.float32)  # Ew_left(i, c + 1), the lane's last step
+        ew_diag = tl.zeros((BLOCK,), tl.float32)  # Ew_diag(i, c + 1)
+        hand = tl.zeros((BLOCK,), tl.float32)  # Ew_up(i, c + 1) + Ew_diag(i, c + 2), for the lane above
+        gsum = tl.zeros((BLOCK,), tl.float32)
+        tau = 0
+        while tau < T:
+            c = T - 1 - tau - offs
+            inside = lane & (c >= 0) & (c < m)
+            cn = c - 2  # the next step's left column
+            lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
+            dg_n = tl.load(above + cn, mask=has_above & (cn >= 0) & (cn < m), other=float("inf"))
+            if below:
+                if tau + 2 > seen:
+                    if tau + 1 < m:
+                        seen = _wait(flag_in, tau + 2, err_ptr)
+            nb_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+            e = tl.where(bottom, nb, tl.gather(hand, idx_down, 0)) + ew_left
+            e = tl.where((i == n) & (c == m - 1), seed, e)
+            e = tl.where(inside, e, 0.0)
+            # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, scale)
+            tl.store(orow + c, e, mask=inside)
+            hand = e * wu + ew_diag
+            if k > 0:
+                tl.store(mine + c, hand, mask=inside & first)
+            ew_diag = e * wd
+            ew_left = e * wl
+            if NEED_GAMMA:
+                gsum += e * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+            rc = lf
+            up = dg
+            lf = lf_n
+            dg = dg_n
+            nb = nb_n
+            if k > 0:
+                done = tau - R + 2  # columns of the top row done, from the right
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+                    tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
+                    tl.atomic_xchg(flag_out, done, sem="release")
+            tau += 1
+        tl.store(gg_ptr + b * S + k, tl.sum(gsum, 0))
+        if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
+            if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong gradient
+                tl.store(out_ptr + b * N * M, float("nan"))
+                tl.store(gg_ptr + b * S, float("nan"))
+
+
+def backward(grad, gamma, saved, n, m, need_gamma: bool, block: int | None = None, warps: int | None = None):
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]) from R's full table ``saved``."""
+    B, N, M = saved.shape
+    out = torch.zeros_like(saved)
+    blk = block or block_for(B, N, saved.device)
+    S = triton.cdiv(N, blk)
+    gg = saved.new_zeros(B, S)
+    if B:
+        bnd = saved.new_empty(B, S, M)
+        sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=saved.device)
+        _launch((B * S,), grad, gamma.contiguous(), n, m, saved, out, gg, bnd, sync, sync[-1:], N, M, B, S,
+                NEED_GAMMA=bool(need_gamma), BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps or max(1, blk // 32))
+    return out, gg.sum(1)
+
+
+_launch = Launcher(soft_dtw_diag_backward_kernel)
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
