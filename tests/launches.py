@@ -232,11 +232,12 @@ def drive_soft_dtw():
                 ta.soft_dtw(costs, gamma, checkpoint=checkpoint, bandwidth=m).sum().backward()
         (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
         grad.sum().backward()  # the Hessian-vector product's kernels
-    # by anti-diagonals: strips of 32 rows, 128, and 256 where a batch fills the SMs; the
-    # backward by rows after checkpoints, by anti-diagonals from a full table (dV/dgamma off, on)
-    for costs in (torch.randn(2, 5, 6), torch.randn(2, 40, 30), torch.randn(100, 129, 2)):
+    # by anti-diagonals: strips of 32 rows, 128, and 256 where a batch fills the SMs, from a
+    # full table (dV/dgamma off, on); with checkpoints, strips of K rows (the GPU tests' K)
+    for costs, ks in ((torch.randn(2, 5, 6), (2,)), (torch.randn(2, 40, 30), (8, 16)), (torch.randn(100, 129, 2), (100,))):
         costs.requires_grad_(True)
-        ta.soft_dtw(costs, 0.5, checkpoint=2).sum().backward()
+        for k in ks:
+            ta.soft_dtw(costs, 0.5, checkpoint=k).sum().backward()
         for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):
             ta.soft_dtw(costs, gamma).sum().backward()
 

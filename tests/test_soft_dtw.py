@@ -418,6 +418,38 @@ def test_kernels_equal_reference(B, N, M, band, checkpoint, with_lengths, block,
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("segment", [2, 3, 5])
+@pytest.mark.parametrize("B,N,M,band,checkpoint", [(2, 13, 17, None, 3), (3, 11, 9, 4, 2), (2, 16, 12, None, 5),
+                                                   (2, 9, 30, None, 4), (2, 7, 3, None, 6)])
+def test_kernels_checkpointed_anti_diagonals_in_segments(B, N, M, band, checkpoint, segment, kernels_on_cpu,
+                                                         monkeypatch):
+    """With checkpoints both sweeps go by anti-diagonals in strips of K rows (K not a power of
+    two: idle lanes), and the backward recomputes a strip's R a segment of anti-diagonals at a
+    time from what the forward kept (the lanes' R before each segment): segments of 2, 3, 5
+    steps here, so every strip has several, with lengths, a band, a strip of one row."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign_kernels import soft_dtw_diag_bwd as KB
+
+    monkeypatch.setattr(KD, "SEGMENT", segment)
+    for fn in (K.forward, K.backward):
+        set_defaults(monkeypatch, fn, diag=True)
+    launched = []
+    backward = KB.backward
+    monkeypatch.setattr(KB, "backward", lambda *a, **k: launched.append(a[4].shape) or backward(*a, **k))
+    costs, gamma, n, m = _case(B, N, M, True, seed=B * N + M + segment)
+    if band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    v, gc, gg = _ours(costs.float(), gamma.float(), lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
+    strips, n_seg = -(-N // checkpoint), -(-(checkpoint + M - 1) // segment)
+    assert launched == [(B, strips, 2 * n_seg, 1 << (checkpoint - 1).bit_length())], launched
+    rv, rgc, rgg = _ref(costs.float(), gamma.float(), n, m, band)
+    torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gc.double(), rgc, rtol=0, atol=1e-4)
+    torch.testing.assert_close(gg.double(), rgg, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.interpret
 @pytest.mark.parametrize("band", [None, 3])
 def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernels_on_cpu, monkeypatch):
     """With checkpoints the backward's stripes recompute their segments alone, from the
@@ -539,7 +571,7 @@ def test_diagonal_strip_wait_gives_up_and_poisons(monkeypatch):
     for start, finite in ((B, False), (0, True)):
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
         KD.soft_dtw_diag_kernel[(2 - start,)](costs, gamma, n, m, value, saved, value, bnd, sync, sync[3:], N, M, B,
-                                              2, N, -1, 0, M, 0, BLOCK=rows, HAND_OFF=4)
+                                              2, N, -1, 0, M, 0, rows, 0, BLOCK=rows, HAND_OFF=4, SEG=0)
         assert bool(torch.isfinite(value).all()) == finite and (sync[3].item() > 0) != finite
 
 
@@ -560,8 +592,9 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
     for start, finite in ((B, False), (0, True)):
         out, gg, bnd = torch.zeros(B, N, M), torch.zeros(B, 2), torch.zeros(B, 2, M)
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
-        KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, gamma, n, m, saved, out, gg, bnd, sync, sync[3:], N, M,
-                                                       B, 2, NEED_GAMMA=True, BLOCK=rows, HAND_OFF=4)
+        KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, saved, gamma, n, m, saved, gg, gg, out, gg, bnd, sync,
+                                                       sync[3:], N, M, B, 2, rows, N, 0, -1, NEED_GAMMA=True,
+                                                       BLOCK=rows, HAND_OFF=4, SEG=0)
         assert bool(torch.isfinite(out).all()) == finite and bool(torch.isfinite(gg).all()) == finite
         assert (sync[3].item() > 0) != finite
 

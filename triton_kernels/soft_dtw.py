@@ -65,6 +65,9 @@ STRIPE_ABOVE = 256
 # sector per cell: its lanes are rows), the batch fills 2 programs an SM with a pair each,
 # the row sweep's best case (512 x 256^2 ran 1.4x slower); H100, benchmarks/NOTES.md, session 27
 DIAG_WIDE = 3
+# With checkpoints K <= DIAG_ROWS the backward runs by anti-diagonals too, in strips of K rows
+# (a lane a row: a strip is one program, up to 8 warps); larger K go by rows
+DIAG_ROWS = 256
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 
 
@@ -458,11 +461,16 @@ def _plan(costs, M: int, block, stripe, allow_stripes: bool):
     return blk, stripe, -(-M // stripe)
 
 
-def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | None = None):
-    """The shape of what the forward keeps beside the checkpoints: with stripes, R's last
-    column of every stripe, by row ([B, S, N + 1], gamma / ln 2 units), from which the
-    backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise."""
+def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | None = None, diag: bool | None = None):
+    """The shape of what the forward keeps beside the checkpoints: by anti-diagonals, what
+    their backward recomputes segments from (soft_dtw_diag.segments_shape, 4-D); by rows with
+    stripes, R's last column of every stripe, by row ([B, S, N + 1], gamma / ln 2 units), from
+    which the backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise."""
     B, N, M = costs.shape
+    if 0 < checkpoint < N and checkpoint <= DIAG_ROWS and (_by_diagonals(costs, checkpoint) if diag is None else diag):
+        from .soft_dtw_diag import segments_shape
+
+        return segments_shape(B, N, M, checkpoint)
     S = _plan(costs, M, block, stripe, True)[2] if checkpoint else 1
     return B, (S if S > 1 else 0), N + 1
 
@@ -474,11 +482,12 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
     [B]; n, m int64 [B]. ``diag``: by anti-diagonals (soft_dtw_diag, strips of ``rows``
     rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are the row sweep's."""
     B, N, M = costs.shape
-    kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe))
-    if _by_diagonals(costs, checkpoint) if diag is None else diag:
+    diag = _by_diagonals(costs, checkpoint) if diag is None else diag
+    kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe, diag))
+    if diag:
         from . import soft_dtw_diag  # (here: it imports this module's helpers)
 
-        W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] else None
+        W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] and kept.dim() == 3 else None
         return *soft_dtw_diag.forward(costs, gamma, n, m, band, checkpoint, kept, block=rows, stripe=W), kept
     full = bool(checkpoint == 0)
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
@@ -514,14 +523,16 @@ def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, 
              block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
              rows: int | None = None):
     """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. With
-    checkpoints, stripes only where the forward kept their columns (the same plan). A full
-    table goes by anti-diagonals (soft_dtw_diag_bwd, strips of ``rows`` rows) where
-    _by_diagonals says, or ``diag`` forces; ``block``, ``warps`` and ``stripe`` are the row sweep's."""
+    checkpoints, stripes only where the forward kept their columns (the same plan). By
+    anti-diagonals (soft_dtw_diag_bwd) where the forward kept their segments (``kept`` 4-D),
+    or from a full table where _by_diagonals says or ``diag`` forces (strips of ``rows``
+    rows); ``block``, ``warps`` and ``stripe`` are the row sweep's."""
     B, N, M = costs.shape
-    if checkpoint == 0 and (_by_diagonals(costs, 0) if diag is None else diag):
+    if kept.dim() == 4 if checkpoint else (_by_diagonals(costs, 0) if diag is None else diag):
         from . import soft_dtw_diag_bwd
 
-        return soft_dtw_diag_bwd.backward(grad, gamma, saved, n, m, need_gamma, block=rows)
+        return soft_dtw_diag_bwd.backward(grad, costs, gamma, saved, kept, n, m, band, checkpoint, need_gamma,
+                                          block=rows)
     out = torch.zeros_like(costs)
     if not B:
         return out, costs.new_zeros(B)

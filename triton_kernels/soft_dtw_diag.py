@@ -36,6 +36,7 @@ from .soft_align_diag import block_for
 from .soft_dtw import _unscaled, _wait
 
 HAND_OFF = 16  # columns between a strip's releases of its progress counter (soft_align_diag's)
+SEGMENT = 64  # steps (anti-diagonals of a strip) the checkpointed backward recomputes at a time
 
 
 @triton.jit
@@ -50,27 +51,30 @@ def _cell(a, b, c, x):
     return tl.where(fin, ms + (x - tl.log2(tot)), float("inf"))
 
 
-@triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept"])
+@triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept", "H", "n_seg"])
 def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
-                         err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, BLOCK: tl.constexpr,
-                         HAND_OFF: tl.constexpr):
-    """Program (k, b) from its ticket: rows kBLOCK + 1 .. kBLOCK + BLOCK of pair b. saved:
+                         err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, H, n_seg, BLOCK: tl.constexpr,
+                         HAND_OFF: tl.constexpr, SEG: tl.constexpr):
+    """Program (k, b) from its ticket: rows kH + 1 .. kH + H (H <= BLOCK) of pair b. saved:
     R (as stored, unscaled) of every row (K = 0) or of rows K, 2K, ... ([B, n_saved, M]);
     kept (S_kept > 0): R[:, (s + 1) W - 1] of stripes s whose last column is not the pair's,
-    [B, S_kept, N + 1], scaled; bnd [B, S, M]: each strip's last row, scaled, for the strip
-    below; sync: the ticket counter, then a progress counter (columns done) per strip; err:
-    waits that gave up. value[b] = R[n, m] from the strip that holds row n."""
+    [B, S_kept, N + 1], scaled; or (SEG > 0, strips of H = K rows) the lanes' R at steps
+    sSEG - 2 and sSEG - 1 of each segment s >= 1 of SEG steps, [B, S, n_seg, 2, BLOCK],
+    scaled, whence soft_dtw_diag_bwd recomputes a segment; bnd [B, S, M]: each strip's last
+    row, scaled, for the strip below; sync: the ticket counter, then a progress counter
+    (columns done) per strip; err: waits that gave up. value[b] = R[n, m] from the strip
+    that holds row n."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
-    r0 = k * BLOCK
+    r0 = k * H
     if r0 < n:
         offs = tl.arange(0, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
-        R = tl.minimum(n - r0, BLOCK)
+        R = tl.minimum(n - r0, H)
         lane = offs < R
         i = r0 + 1 + offs  # the lane's row, 1-based
         first = offs == 0
@@ -122,6 +126,10 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
             tl.store(srow + c, v * unit, mask=live & keep)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
+            if SEG > 0:
+                slot = (t + 2) % SEG
+                if (slot < 2) & (t + 2 >= SEG):
+                    tl.store(kept_ptr + (((b * S + k) * n_seg + (t + 2) // SEG) * 2 + slot) * BLOCK + offs, v)
             fin = tl.where(live & (i == n) & (c == m - 1), v, fin)
             if publish:
                 tl.store(above + M + c, v, mask=live & bottom)
@@ -141,23 +149,33 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
             tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale)))
 
 
+def segments_shape(B: int, N: int, M: int, checkpoint: int):
+    """What the forward keeps for soft_dtw_diag_bwd's recompute: strips of K = checkpoint rows,
+    each lane's R at the two steps before each segment of SEGMENT steps, [B, S, 2 n_seg, BLOCK]."""
+    return B, triton.cdiv(N, checkpoint), 2 * triton.cdiv(checkpoint + M - 1, SEGMENT), triton.next_power_of_2(checkpoint)
+
+
 def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, block: int | None = None, warps: int | None = None,
             stripe: int | None = None):
-    """(value [B], saved) as soft_dtw.forward's, into ``kept`` ([B, S, N + 1] with the
-    backward's stripes of width ``stripe``, else [B, 0, N + 1])."""
+    """(value [B], saved) as soft_dtw.forward's, into ``kept``: [B, S, N + 1] with the
+    backward's column stripes of width ``stripe``; 4-D (segments_shape) for the backward by
+    anti-diagonals, the strips then of ``checkpoint`` rows; else [B, 0, N + 1]."""
     B, N, M = costs.shape
     full = checkpoint == 0
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
     value = costs.new_empty(B)
     if B:
-        blk = block or block_for(B, N, costs.device)
-        S = triton.cdiv(N, blk)
+        segments = kept.dim() == 4
+        blk = kept.shape[3] if segments else block or block_for(B, N, costs.device)
+        H = checkpoint if segments else blk
+        S = triton.cdiv(N, H)
         bnd = costs.new_empty(B, S, M)
         sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=costs.device)
-        W = stripe if kept.shape[1] else M
+        W = stripe if kept.shape[1] and not segments else M
         _launch((B * S,), costs, gamma.contiguous(), n, m, value, saved if saved.numel() else value,
                 kept if kept.numel() else value, bnd, sync, sync[-1:], N, M, B, S, saved.shape[1], band, checkpoint,
-                W, kept.shape[1], BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps or max(1, blk // 32))
+                W, 0 if segments else kept.shape[1], H, kept.shape[2] // 2 if segments else 0, BLOCK=blk,
+                HAND_OFF=HAND_OFF, SEG=SEGMENT if segments else 0, num_warps=warps or max(1, blk // 32))
     return value, saved
 
 

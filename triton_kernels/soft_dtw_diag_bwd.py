@@ -12,6 +12,12 @@ the step before, so it hands their sum over in one ``tl.gather``; Ew_left comes 
 lane's own last step. R of the cell and of its predecessors is loaded one step ahead (off
 the chain); a step stores E (times the incoming gradient: it seeds E[n, m]) and no scratch.
 
+With checkpoints (K > 0) the strips are of K rows, the forward's (soft_dtw_diag, SEG > 0):
+what a strip needs of R is recomputed a segment of SEG anti-diagonals at a time, from the
+last, into a scratch of its own ([SEG + 2, BLOCK], a step a row: coalesced), from what the
+forward kept: the row above the strip (a checkpoint row) and each lane's R at the two
+steps before the segment. The sweep then reads R there.
+
 Strips run as a wavefront from the bottom up (tickets in that order): strip k's bottom lane
 reads what strip k + 1's top lane hands over, through a boundary row per strip and a
 progress counter released every HAND_OFF columns, as in the forward. A wait that gives up
@@ -27,31 +33,79 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align_diag import block_for
+from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF
+from .soft_dtw_diag import HAND_OFF, _cell
 
 
-@triton.jit(do_not_specialize=["N", "M", "B", "S"])
-def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, out_ptr, gg_ptr, bnd_ptr, sync_ptr,
-                                  err_ptr, N, M, B, S, NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr,
-                                  HAND_OFF: tl.constexpr):
-    """Program (k, b) from its ticket, strips from the last: rows kBLOCK + 1 .. kBLOCK + BLOCK
-    of pair b. saved: R as stored, [B, N, M]; out [B, N, M]: grad[b] * E; gg [B, S]: each
-    strip's part of grad[b] * dV/dgamma; bnd [B, S, M]: Ew_up(r0 + 1, c) + Ew_diag(r0 + 1, c + 1)
-    of each strip's top row, for the strip above; sync: the ticket counter, then a progress
-    counter (columns done, from the right) per strip; err: waits that gave up."""
+@triton.jit
+def _top(top, c, m, scale, k):
+    """R[r0, c] of the row above strip k (a checkpoint row, as stored), scaled; inf off the pair and at row 0."""
+    return tl.load(top + c, mask=(k > 0) & (c >= 0) & (c < m), other=float("inf")) * scale
+
+
+@triton.jit
+def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale, band, BLOCK: tl.constexpr):
+    """R (scaled) of the strip's steps t0 - 2 .. t1 - 1 into scr (step t in row t - t0 + 2): the
+    forward's steps from the lanes' R at steps t0 - 2 and t0 - 1 (states; none before step 0)
+    and the row above the strip (top)."""
+    idx_up = tl.maximum(offs - 1, 0)
+    tl.debug_barrier()  # (the sweep of the segment below has read scr)
+    kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
+    v2 = tl.load(states + offs, mask=kept, other=float("inf"))
+    v1 = tl.load(states + BLOCK + offs, mask=kept, other=float("inf"))
+    tl.store(scr + offs, v2)
+    tl.store(scr + BLOCK + offs, v1)
+    left = v1
+    up = tl.where(first, _top(top, t0, m, scale, k), tl.gather(v1, idx_up, 0))
+    diag = tl.where(first, _top(top, t0 - 1, m, scale, k), tl.gather(v2, idx_up, 0))
+    diag = tl.where(first & (k == 0) & (t0 == 0), 0.0, diag)  # R[0, -1] = 0
+    c = t0 - offs
+    c_n = tl.load(crow + c, mask=lane & (c >= 0) & (c < m), other=0.0)
+    t = t0
+    while t < t1:
+        c = t - offs
+        live = lane & (c >= 0) & (c < m)
+        x = c_n * scale
+        cn = c + 1
+        c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
+        v = _cell(up, diag, left, x)
+        if band >= 0:
+            v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
+        v = tl.where(live, v, float("inf"))
+        tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
+        diag = up
+        left = v
+        up = tl.where(first, _top(top, t + 1, m, scale, k), tl.gather(v, idx_up, 0))
+        t += 1
+    tl.debug_barrier()  # (the sweep reads scr across lanes)
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
+def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, states_ptr, scratch_ptr,
+                                  out_ptr, gg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band,
+                                  NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+                                  SEG: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the last: rows kH + 1 .. kH + H (H <= BLOCK)
+    of pair b. saved: R as stored, [B, N, M] (SEG = 0), or its rows H, 2H, ... ([B, n_saved,
+    M]) with states ([B, S, 2 n_seg, BLOCK], soft_dtw_diag's) and scratch ([B S, SEG + 2,
+    BLOCK]) for the recompute (SEG > 0; costs and band are read then only); out [B, N, M]:
+    grad[b] * E; gg [B, S]: each strip's part of grad[b] * dV/dgamma; bnd [B, S, M]:
+    Ew_up(r0 + 1, c) + Ew_diag(r0 + 1, c + 1) of each strip's top row, for the strip above;
+    sync: the ticket counter, then a progress counter (columns done, from the right) per
+    strip; err: waits that gave up."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
-    r0 = k * BLOCK
+    r0 = k * H
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
         seed = tl.load(grad_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
-        R = tl.minimum(n - r0, BLOCK)
+        R = tl.minimum(n - r0, H)
         lane = offs < R
         i = r0 + 1 + offs  # the lane's row, 1-based
         first = offs == 0
@@ -61,16 +115,27 @@ def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, 
         mine = bnd_ptr + (b * S + k) * M
         flag_in = sync_ptr + 1 + b * S + k + 1
         flag_out = sync_ptr + 1 + b * S + k
-        row = saved_ptr + (b * N + i - 1).to(tl.int64) * M  # R's row i, and row i - 1 (i > 1)
-        above = saved_ptr + (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
-        has_above = lane & (i > 1)
         orow = out_ptr + (b * N + i - 1).to(tl.int64) * M
         T = R + m - 1
         c = T - 1 - offs
-        rc = tl.load(row + c, mask=lane & (c >= 0) & (c < m), other=float("inf"))
-        up = tl.load(above + c, mask=has_above & (c >= 0) & (c < m), other=float("inf"))
-        lf = tl.load(row + c - 1, mask=lane & (c >= 1) & (c <= m), other=float("inf"))
-        dg = tl.load(above + c - 1, mask=has_above & (c >= 1) & (c <= m), other=float("inf"))
+        if SEG > 0:
+            crow = cost_ptr + (b * N + i - 1).to(tl.int64) * M
+            top = saved_ptr + (b * n_saved + tl.maximum(k - 1, 0)) * M  # row r0 (k > 0)
+            states = states_ptr + (b * S + k) * n_seg * 2 * BLOCK
+            scr = scratch_ptr + (b * S + k) * (SEG + 2) * BLOCK
+            t0 = T
+            rc = tl.full((BLOCK,), float("inf"), tl.float32)  # (set by every step)
+            up = rc
+            lf = rc
+            dg = rc
+        else:
+            row = saved_ptr + (b * N + i - 1).to(tl.int64) * M  # R's row i, and row i - 1 (i > 1)
+            above = saved_ptr + (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
+            has_above = lane & (i > 1)
+            rc = tl.load(row + c, mask=lane & (c >= 0) & (c < m), other=float("inf"))
+            up = tl.load(above + c, mask=has_above & (c >= 0) & (c < m), other=float("inf"))
+            lf = tl.load(row + c - 1, mask=lane & (c >= 1) & (c <= m), other=float("inf"))
+            dg = tl.load(above + c - 1, mask=has_above & (c >= 1) & (c <= m), other=float("inf"))
         seen = n * 0
         nb = tl.full((), 0.0, tl.float32)  # the strip below's hand-over at the bottom lane's column
         if below:
@@ -82,11 +147,24 @@ def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, 
         gsum = tl.zeros((BLOCK,), tl.float32)
         tau = 0
         while tau < T:
-            c = T - 1 - tau - offs
+            t = T - 1 - tau
+            c = t - offs
             inside = lane & (c >= 0) & (c < m)
-            cn = c - 2  # the next step's left column
-            lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
-            dg_n = tl.load(above + cn, mask=has_above & (cn >= 0) & (cn < m), other=float("inf"))
+            if SEG > 0:
+                if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
+                    t0 = (t // SEG) * SEG
+                    _recompute(scr, states + (t0 // SEG) * 2 * BLOCK, top, crow, k, t0, t + 1, offs, lane, first, i,
+                               m, scale, band, BLOCK)
+                at = scr + (t - t0 + 2) * BLOCK + offs
+                rc = tl.load(at)
+                lf = tl.load(at - BLOCK)
+                up = tl.where(first, _top(top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
+                dg = tl.where(first, _top(top, t - 1, m, scale, k), tl.load(at - 2 * BLOCK - 1, mask=offs > 0,
+                                                                            other=0.0))
+            else:
+                cn = c - 2  # the next step's left column
+                lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
+                dg_n = tl.load(above + cn, mask=has_above & (cn >= 0) & (cn < m), other=float("inf"))
             if below:
                 if tau + 2 > seen:
                     if tau + 1 < m:
@@ -96,7 +174,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, 
             e = tl.where((i == n) & (c == m - 1), seed, e)
             e = tl.where(inside, e, 0.0)
             # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, 1.0 if SEG > 0 else scale)
             tl.store(orow + c, e, mask=inside)
             hand = e * wu + ew_diag
             if k > 0:
@@ -105,10 +183,11 @@ def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, 
             ew_left = e * wl
             if NEED_GAMMA:
                 gsum += e * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
-            rc = lf
-            up = dg
-            lf = lf_n
-            dg = dg_n
+            if SEG == 0:
+                rc = lf
+                up = dg
+                lf = lf_n
+                dg = dg_n
             nb = nb_n
             if k > 0:
                 done = tau - R + 2  # columns of the top row done, from the right
@@ -123,18 +202,27 @@ def soft_dtw_diag_backward_kernel(grad_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, 
                 tl.store(gg_ptr + b * S, float("nan"))
 
 
-def backward(grad, gamma, saved, n, m, need_gamma: bool, block: int | None = None, warps: int | None = None):
-    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]) from R's full table ``saved``."""
-    B, N, M = saved.shape
-    out = torch.zeros_like(saved)
-    blk = block or block_for(B, N, saved.device)
-    S = triton.cdiv(N, blk)
-    gg = saved.new_zeros(B, S)
+def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,
+             block: int | None = None, warps: int | None = None):
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]) from R's full table ``saved``
+    (checkpoint 0: strips of ``block`` rows), or from its rows K, 2K, ... and what the
+    forward kept for the recompute (``kept``, soft_dtw_diag.segments_shape: strips of K rows)."""
+    B, N, M = costs.shape
+    out = torch.zeros_like(costs)
+    segments = checkpoint > 0
+    blk = kept.shape[3] if segments else block or block_for(B, N, costs.device)
+    H = checkpoint if segments else blk
+    S = triton.cdiv(N, H)
+    gg = costs.new_zeros(B, S)
     if B:
-        bnd = saved.new_empty(B, S, M)
-        sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=saved.device)
-        _launch((B * S,), grad, gamma.contiguous(), n, m, saved, out, gg, bnd, sync, sync[-1:], N, M, B, S,
-                NEED_GAMMA=bool(need_gamma), BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps or max(1, blk // 32))
+        bnd = costs.new_empty(B, S, M)
+        sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=costs.device)
+        seg = soft_dtw_diag.SEGMENT  # (the forward's: looked up at the call, which tests change)
+        scratch = costs.new_empty(B * S, seg + 2, blk) if segments else gg
+        _launch((B * S,), grad, costs, gamma.contiguous(), n, m, saved, kept if segments else gg, scratch, out, gg,
+                bnd, sync, sync[-1:], N, M, B, S, H, saved.shape[1], kept.shape[2] // 2 if segments else 0, band,
+                NEED_GAMMA=bool(need_gamma), BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg if segments else 0,
+                num_warps=warps or max(1, blk // 32))
     return out, gg.sum(1)
 
 
