@@ -35,6 +35,7 @@ from .launch import Launcher
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _softmax3, _wait
+from .soft_align import PREFETCH, _prefetch
 from .soft_dtw_diag import HAND_OFF, _cell
 
 
@@ -62,6 +63,7 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     diag = tl.where(first & (k == 0) & (t0 == 0), 0.0, diag)  # R[0, -1] = 0
     c = t0 - offs
     c_n = tl.load(crow + c, mask=lane & (c >= 0) & (c < m), other=0.0)
+    top1 = _top(top, t0 + 1, m, scale, k)  # (lane 0's up of the next step: loads a step ahead, off the chain)
     t = t0
     while t < t1:
         c = t - offs
@@ -69,6 +71,9 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
         x = c_n * scale
         cn = c + 1
         c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
+        cp = c + PREFETCH
+        _prefetch(crow + cp, lane & (cp >= 0) & (cp < m))
+        top2 = _top(top, t + 2, m, scale, k)
         v = _cell(up, diag, left, x)
         if band >= 0:
             v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
@@ -76,7 +81,8 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
         diag = up
         left = v
-        up = tl.where(first, _top(top, t + 1, m, scale, k), tl.gather(v, idx_up, 0))
+        up = tl.where(first, top1, tl.gather(v, idx_up, 0))
+        top1 = top2
         t += 1
     tl.debug_barrier()  # (the sweep reads scr across lanes)
 
@@ -155,12 +161,17 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
                     t0 = (t // SEG) * SEG
                     _recompute(scr, states + (t0 // SEG) * 2 * BLOCK, top, crow, k, t0, t + 1, offs, lane, first, i,
                                m, scale, band, BLOCK)
-                at = scr + (t - t0 + 2) * BLOCK + offs
-                rc = tl.load(at)
-                lf = tl.load(at - BLOCK)
-                up = tl.where(first, _top(top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
-                dg = tl.where(first, _top(top, t - 1, m, scale, k), tl.load(at - 2 * BLOCK - 1, mask=offs > 0,
-                                                                            other=0.0))
+                    at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
+                    rc = tl.load(at)
+                    lf = tl.load(at - BLOCK)
+                    up = tl.where(first, _top(top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
+                    dg = tl.where(first, _top(top, t - 1, m, scale, k),
+                                  tl.load(at - 2 * BLOCK - 1, mask=offs > 0, other=0.0))
+                nxt = scr + (t - t0) * BLOCK + offs  # step t - 2's row: the next step's left and (a lane up) diagonal
+                more = offs * 0 + t > t0  # (the segment's first step: the next segment reloads)
+                lf_n = tl.load(nxt, mask=more, other=float("inf"))
+                dg_n = tl.where(first, _top(top, t - 2, m, scale, k),
+                                tl.load(nxt - BLOCK - 1, mask=more & (offs > 0), other=float("inf")))
             else:
                 cn = c - 2  # the next step's left column
                 lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
@@ -183,11 +194,10 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
             ew_left = e * wl
             if NEED_GAMMA:
                 gsum += e * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
-            if SEG == 0:
-                rc = lf
-                up = dg
-                lf = lf_n
-                dg = dg_n
+            rc = lf
+            up = dg
+            lf = lf_n
+            dg = dg_n
             nb = nb_n
             if k > 0:
                 done = tau - R + 2  # columns of the top row done, from the right
