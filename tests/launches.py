@@ -240,6 +240,8 @@ def drive_soft_dtw():
             ta.soft_dtw(costs, 0.5, checkpoint=k).sum().backward()
         for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):
             ta.soft_dtw(costs, gamma).sum().backward()
+        (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
+        grad.sum().backward()  # the Hessian-vector product's two sweeps
 
 
 DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,

@@ -482,13 +482,14 @@ def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernel
     # stripes of one or two blocks: the tangent sweep's wavefront left to right, the second
     # sweep's right to left; padding, a band, a pair narrower than one stripe, one row
     (2, 9, 13, None, 4, None, 4), (3, 7, 17, 3, 4, None, 8), (2, 6, 11, None, 4, 2, 4), (2, 1, 9, None, 4, None, 4)])
-def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe, kernels_on_cpu, monkeypatch):
+@pytest.mark.parametrize("rows", [None, 4])  # the sweeps by rows; by anti-diagonals in strips of 4 rows
+def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe, rows, kernels_on_cpu, monkeypatch):
     """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
     from torchalign_kernels import soft_dtw as K
     from torchalign_kernels import soft_dtw_hvp as KH
 
     for fn in (K.forward, K.backward, KH.hvp):
-        set_defaults(monkeypatch, fn, block=block, stripe=stripe)
+        set_defaults(monkeypatch, fn, block=block, stripe=stripe, diag=rows is not None, rows=rows)
     costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M)
     if band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
@@ -737,6 +738,36 @@ def test_gpu_stripes_hessian_vector_product(monkeypatch):
         assert [S for _, _, S in plans] == [6 if stripes else 1], plans
         for ours, ref in zip(got, want):
             torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch):
+    """The double backward's two sweeps by anti-diagonals, strips of 128 or 32 rows (3 and 10
+    a pair), unequal lengths: equal to float64 (the plans say which ran)."""
+    from torchalign_kernels import soft_dtw_diag_hvp as KDH
+    from torchalign_kernels import soft_dtw_hvp as KH
+
+    g = torch.Generator().manual_seed(28)
+    costs, v = torch.randn(2, 3, 300, 400, generator=g).cuda()
+    gamma = torch.tensor([1.0, 0.5, 2.0]).cuda()
+    lengths = (torch.tensor([300, 250, 9]), torch.tensor([400, 399, 30]))
+
+    def hvp(dtype):
+        c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
+        weight = torch.ones(3, dtype=dtype, device="cuda", requires_grad=True)
+        gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
+        return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
+
+    want = hvp(torch.float64)
+    ran = []
+    diag_hvp = KDH.hvp
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(k["block"]) or diag_hvp(*a, **k))
+    for rows in (None, 32):
+        set_defaults(monkeypatch, KH.hvp, rows=rows)
+        got = hvp(torch.float32)
+        for ours, ref in zip(got, want):
+            torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
+    assert ran == [None, 32], ran
 
 
 @pytest.mark.gpu

@@ -26,8 +26,8 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_dtw import (HAND_OFF, _affine, _hand_over, _neg_entropy, _plan, _progress_flags, _stripe, _wait, _warps,
-                       _weights, forward)
+from .soft_dtw import (HAND_OFF, _affine, _by_diagonals, _hand_over, _neg_entropy, _plan, _progress_flags, _stripe,
+                       _wait, _warps, _weights, forward)
 
 
 @triton.jit
@@ -199,10 +199,11 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
 
 
 def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | None = None, warps: int | None = None,
-        stripe: int | None = None):
+        stripe: int | None = None, diag: bool | None = None, rows: int | None = None):
     """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs.
-    ``R``: the forward's table [B, N, M] if it was saved (else recomputed). The same plan
-    (one program per pair, or stripes) as the forward's."""
+    ``R``: the forward's table [B, N, M] if it was saved (else recomputed). By anti-diagonals
+    (soft_dtw_diag_hvp, strips of ``rows`` rows) where soft_dtw._by_diagonals says or ``diag``
+    forces; else by rows, the plan (one program per pair, or stripes) the forward's."""
     B, N, M = costs.shape
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
@@ -210,6 +211,10 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | No
         return hv, costs.new_zeros(B), dot
     if R is None:
         R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps, stripe=stripe)[1]
+    if _by_diagonals(costs, 0) if diag is None else diag:
+        from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
+
+        return soft_dtw_diag_hvp.hvp(R, gamma, n, m, v_costs, v_gamma, block=rows)
     blk, W, S = _plan(costs, M, block, stripe, True)
     warps = warps or _warps(blk)
     T = torch.zeros_like(costs)

@@ -1,0 +1,254 @@
+"""Soft-DTW's Hessian-vector product (soft_dtw_hvp.py's two sweeps) by anti-diagonals, from
+R's full table: a lane per row, a step per anti-diagonal, strips of rows run as a
+wavefront, as soft_dtw_diag (forward) and soft_dtw_diag_bwd (backward) do.
+
+- Tangent sweep, strips from the top: T = dR . v, T[i, c] = v + w_up T[i-1, c] + w_diag
+  T[i-1, c-1] + v_g h + w_left T[i, c-1]. T of the row above comes from the lane above (one
+  ``tl.gather`` a step; its value two steps back is the diagonal), the strip's first lane
+  reads it from T itself (the strip above's last row, as it is written); dV . v = T[n, m].
+- Second sweep, strips from the bottom: E and dE together. A cell's pair is what its
+  successors push back, (E, dE)[x] = sum_s (E_s w_s, dE_s w_s + E_s dw_s), the lane below
+  handing over the sums of its up and (a step earlier) diagonal pushes in two gathers, the
+  lane's own last step the left push; H v over the costs is dE, over gamma sum dE h + E dh.
+
+R and T of a cell's predecessors are loaded a step ahead (off the chain), each of R's and
+T's rows once a lane. Waits that give up poison the results with NaN.
+
+Pure: imports only torch and triton.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .cache_keys import settle_module
+from .launch import Launcher
+from .soft_align import PREFETCH, _prefetch
+from .soft_align_diag import block_for
+from .soft_dtw import _neg_entropy, _softmax3, _wait
+from .soft_dtw_diag import HAND_OFF
+from .soft_dtw_hvp import _dw
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S"])
+def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, t_ptr, dot_ptr, sync_ptr, err_ptr,
+                                 N, M, B, S, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the first: T [B, N, M] of pair b's rows
+    kBLOCK + 1 .. kBLOCK + BLOCK; dot[b] = T[n, m]. sync: the ticket counter, then a
+    progress counter (columns of the strip's last row in T) per strip; err: waits that gave up."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = ticket // B
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    r0 = k * BLOCK
+    if r0 < n:
+        scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+        vg = tl.load(vg_ptr + b)
+        offs = tl.arange(0, BLOCK)
+        idx_up = tl.maximum(offs - 1, 0)
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        i = r0 + 1 + offs
+        first = offs == 0
+        publish = r0 + R < n
+        flag_in = sync_ptr + 1 + b * S + k - 1
+        row = (b * N + i - 1).to(tl.int64) * M  # the lane's row, and the one above (i > 1)
+        above = (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
+        has_above = lane & (i > 1)
+        t_top = t_ptr + (b * N + r0 - 1) * M  # T's row r0 (k > 0), the strip above's last
+        seen = n * 0
+        if k > 0:
+            seen = _wait(flag_in, tl.minimum(2, m), err_ptr)
+        top = tl.load(t_top + 1, mask=(k > 0) & (m > 1), other=0.0, volatile=True)  # T[r0, 1]
+        up_t = tl.where(first, tl.load(t_top, mask=k > 0, other=0.0, volatile=True), 0.0)  # T[i - 1, c]
+        dg_t = tl.zeros((BLOCK,), tl.float32)  # T[i - 1, c - 1] (row 0, column -1: the border, 0)
+        left_t = tl.zeros((BLOCK,), tl.float32)
+        # R of the cell and its predecessors: lf, dg rotate in from rc, up
+        rc = tl.load(r_ptr + row, mask=lane & (offs == 0), other=float("inf"))
+        up = tl.load(r_ptr + above, mask=has_above & (offs == 0), other=float("inf"))
+        lf = tl.full((BLOCK,), float("inf"), tl.float32)
+        dg = tl.where(i == 1, 0.0, float("inf"))  # R[0, -1] = 0: cell (1, 0)'s one predecessor
+        v_n = tl.load(v_ptr + row, mask=lane & (offs == 0), other=0.0)
+        t = 0
+        T = R + m - 1
+        while t < T:
+            c = t - offs
+            live = lane & (c >= 0) & (c < m)
+            cn = c + 1
+            nxt = (cn >= 0) & (cn < m)
+            rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
+            up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
+            vx = v_n
+            v_n = tl.load(v_ptr + row + cn, mask=lane & nxt, other=0.0)
+            cp = c + PREFETCH
+            _prefetch(v_ptr + row + cp, lane & (cp >= 0) & (cp < m))
+            if k > 0:
+                if t + 3 > seen:
+                    if t + 2 < m:
+                        seen = _wait(flag_in, t + 3, err_ptr)
+            top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, scale)
+            x = vx + wu * up_t + wd * dg_t + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+            x = tl.where(ok, x, 0.0)
+            tl.store(t_ptr + row + c, x, mask=live)
+            tl.store(dot_ptr + b + offs * 0, x, mask=live & (i == n) & (c == m - 1))
+            dg_t = up_t
+            left_t = x
+            up_t = tl.where(first, top, tl.gather(x, idx_up, 0))
+            top = top_n
+            lf = rc
+            dg = up
+            rc = rc_n
+            up = up_n
+            if publish:
+                done = t - R + 2  # columns of the last row in T
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
+                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+            t += 1
+        if r0 + R == n:
+            if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong number
+                tl.store(dot_ptr + b, float("nan"))
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S"])
+def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr,
+                                      sync_ptr, err_ptr, N, M, B, S, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the last: out[b] = dE (H v over the costs)
+    of rows kBLOCK + 1 .. kBLOCK + BLOCK, hg[b, k] their part of H v over gamma. bnd [2, B, S,
+    M]: the top row's pushes up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above."""
+    ticket = tl.atomic_add(sync_ptr, 1)
+    b = (ticket % B).to(tl.int64)
+    k = S - 1 - ticket // B
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    r0 = k * BLOCK
+    if r0 < n:
+        g = tl.load(gamma_ptr + b)
+        scale = 1.4426950408889634 / g
+        vg = tl.load(vg_ptr + b)
+        offs = tl.arange(0, BLOCK)
+        idx_down = tl.minimum(offs + 1, BLOCK - 1)
+        R = tl.minimum(n - r0, BLOCK)
+        lane = offs < R
+        i = r0 + 1 + offs
+        first = offs == 0
+        bottom = offs == R - 1
+        below = r0 + R < n
+        plane = (B * S).to(tl.int64) * M
+        lower = bnd_ptr + (b * S + k + 1) * M
+        mine = bnd_ptr + (b * S + k) * M
+        flag_in = sync_ptr + 1 + b * S + k + 1
+        flag_out = sync_ptr + 1 + b * S + k
+        row = (b * N + i - 1).to(tl.int64) * M
+        above = (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
+        has_above = lane & (i > 1)
+        T = R + m - 1
+        c = T - 1 - offs
+        cur = lane & (c >= 0) & (c < m)
+        prv = lane & (c >= 1) & (c <= m)  # column c - 1 on the pair
+        rc = tl.load(r_ptr + row + c, mask=cur, other=float("inf"))
+        up = tl.load(r_ptr + above + c, mask=has_above & cur, other=float("inf"))
+        lf = tl.load(r_ptr + row + c - 1, mask=prv, other=float("inf"))
+        dg = tl.load(r_ptr + above + c - 1, mask=has_above & prv, other=float("inf"))
+        tu = tl.load(t_ptr + above + c, mask=has_above & cur, other=0.0)
+        td = tl.load(t_ptr + above + c - 1, mask=has_above & prv, other=0.0)
+        tlf = tl.load(t_ptr + row + c - 1, mask=prv, other=0.0)
+        seen = n * 0
+        nb_e = tl.full((), 0.0, tl.float32)  # the strip below's hand-over at the bottom lane's column
+        nb_d = tl.full((), 0.0, tl.float32)
+        if below:
+            seen = _wait(flag_in, 1, err_ptr)
+            nb_e = tl.load(lower + m - 1, volatile=True)
+            nb_d = tl.load(lower + plane + m - 1, volatile=True)
+        ew_left = tl.zeros((BLOCK,), tl.float32)  # the lane's last step's pushes: left, diagonal
+        dw_left = tl.zeros((BLOCK,), tl.float32)
+        ew_diag = tl.zeros((BLOCK,), tl.float32)
+        dw_diag = tl.zeros((BLOCK,), tl.float32)
+        hand_e = tl.zeros((BLOCK,), tl.float32)  # for the lane above: up now + diagonal a step ago
+        hand_d = tl.zeros((BLOCK,), tl.float32)
+        hsum = tl.zeros((BLOCK,), tl.float32)
+        tau = 0
+        while tau < T:
+            c = T - 1 - tau - offs
+            inside = lane & (c >= 0) & (c < m)
+            cn = c - 2  # the next step's left column
+            on = (cn >= 0) & (cn < m)
+            lf_n = tl.load(r_ptr + row + cn, mask=lane & on, other=float("inf"))
+            dg_n = tl.load(r_ptr + above + cn, mask=has_above & on, other=float("inf"))
+            tlf_n = tl.load(t_ptr + row + cn, mask=lane & on, other=0.0)
+            td_n = tl.load(t_ptr + above + cn, mask=has_above & on, other=0.0)
+            if below:
+                if tau + 2 > seen:
+                    if tau + 1 < m:
+                        seen = _wait(flag_in, tau + 2, err_ptr)
+            nb_e_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+            nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+            e = tl.where(bottom, nb_e, tl.gather(hand_e, idx_down, 0)) + ew_left
+            de = tl.where(bottom, nb_d, tl.gather(hand_d, idx_down, 0)) + dw_left
+            e = tl.where((i == n) & (c == m - 1), 1.0, e)
+            e = tl.where(inside, e, 0.0)
+            de = tl.where(inside, de, 0.0)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, scale)
+            dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g)
+            tl.store(out_ptr + row + c, de, mask=inside)
+            hand_e = e * wu + ew_diag
+            hand_d = de * wu + e * dwu + dw_diag
+            if k > 0:
+                tl.store(mine + c, hand_e, mask=inside & first)
+                tl.store(mine + plane + c, hand_d, mask=inside & first)
+            ew_diag = e * wd
+            dw_diag = de * wd + e * dwd
+            ew_left = e * wl
+            dw_left = de * wl + e * dwl
+            # d(E h) = dE h + E dh, dh = sum_k dw_k log w_k, log w_k = ln 2 (z_k - log2 Z)
+            dh = tl.where(wu > 0, dwu * (zu - l2), 0.0) + tl.where(wd > 0, dwd * (zd - l2), 0.0) \
+                + tl.where(wl > 0, dwl * (zl - l2), 0.0)
+            hsum += de * _neg_entropy(wu, wd, wl, zu, zd, zl, l2) + e * dh * 0.6931471805599453
+            rc = lf
+            up = dg
+            lf = lf_n
+            dg = dg_n
+            tu = td
+            td = td_n
+            tlf = tlf_n
+            nb_e = nb_e_n
+            nb_d = nb_d_n
+            if k > 0:
+                done = tau - R + 2  # columns of the top row done, from the right
+                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+                    tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
+                    tl.atomic_xchg(flag_out, done, sem="release")
+            tau += 1
+        tl.store(hg_ptr + b * S + k, tl.sum(hsum, 0))
+        if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
+            if tl.load(err_ptr, volatile=True) != 0:
+                tl.store(out_ptr + b * N * M, float("nan"))
+                tl.store(hg_ptr + b * S, float("nan"))
+
+
+def hvp(R, gamma, n, m, v_costs, v_gamma, block: int | None = None, warps: int | None = None):
+    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table (as stored)."""
+    B, N, M = R.shape
+    hv = torch.zeros_like(R)
+    dot = R.new_zeros(B)
+    blk = block or block_for(B, N, R.device)
+    S = triton.cdiv(N, blk)
+    hg = R.new_zeros(B, S)
+    if B:
+        T = torch.empty_like(R)  # (every cell of a pair is written before it is read)
+        syncs = torch.zeros(2, 1 + B * S + 1, dtype=torch.int32, device=R.device)
+        gamma, v_gamma = gamma.contiguous(), v_gamma.contiguous()
+        warps = warps or max(1, blk // 32)
+        _launch_tangent((B * S,), R, v_costs.contiguous(), v_gamma, gamma, n, m, T, dot, syncs[0], syncs[0, -1:],
+                        N, M, B, S, BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
+        bnd = R.new_empty(2, B, S, M)
+        _launch_second((B * S,), R, T, gamma, v_gamma, n, m, hv, hg, bnd, syncs[1], syncs[1, -1:], N, M, B, S,
+                       BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
+    return hv, hg.sum(1), dot
+
+
+_launch_tangent = Launcher(soft_dtw_diag_tangent_kernel)
+_launch_second = Launcher(soft_dtw_diag_hvp_backward_kernel)
+settle_module(__name__)  # the same cache keys in every process (cache_keys.py)
