@@ -298,7 +298,7 @@ def impls_dtw(device, B, N, M, ours_only: bool):
     ck = max(2, int(math.sqrt(N)))
     fck = lambda s: -ta.soft_dtw(-s, 1.0, checkpoint=ck)  # noqa: E731
     out.append((f"ours soft_dtw checkpoint={ck}", "sdtw", fck, fb(fck)))
-    if device.type == "cuda":  # the plan's alternatives: one program per pair; 128-column stripes; the row forward
+    if device.type == "cuda":  # the plan's alternatives: by rows (one program per pair; 128-column stripes)
         from torchalign_kernels import soft_dtw as K
 
         def knobs(fn, **values):
@@ -312,10 +312,12 @@ def impls_dtw(device, B, N, M, ours_only: bool):
                     for k, v in keep.items():
                         setattr(K, k, v)
             return run
-        for label, values in (("one program per pair", dict(STRIPE=1 << 30)),
-                              (f"stripes of {K.STRIPE} columns", dict(STRIPE_ABOVE=0)),
-                              ("forward by rows", dict(DIAG_WIDE=0))):
+        for label, values in (("by rows", dict(DIAG_WIDE=0)),
+                              ("by rows, one program per pair", dict(DIAG_WIDE=0, STRIPE=1 << 30)),
+                              (f"by rows, stripes of {K.STRIPE} columns", dict(DIAG_WIDE=0, STRIPE_ABOVE=0))):
             out.append((f"ours soft_dtw, {label}", "sdtw", knobs(f, **values), knobs(fb(f), **values)))
+        out.append((f"ours soft_dtw checkpoint={ck}, backward by rows", "sdtw", knobs(fck, DIAG_ROWS=0),
+                    knobs(fb(fck), DIAG_ROWS=0)))
     if ours_only:
         return out
     name = "pysdtw 0.0.5 SoftDTW"

@@ -51,22 +51,29 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
       unscaled indices, as pysdtw and tslearn) are +inf. A band narrower than a pair's
       ``|n - m|`` leaves its last cell outside: ValueError (not an infinite value).
     - ``checkpoint``: K saves every K-th row of R only (memory N / K rows per pair instead
-      of N) and recomputes the rows of each segment in the backward (one forward more).
+      of N) and recomputes the rest in the backward (one forward more).
       Without autograd (no_grad, or nothing requires a gradient) no row is saved.
-      Memory beside the costs and their gradient: 4 B per cell saved (float32; 4 / K with
-      checkpoints, plus a [K, M] segment per pair in the backward; where a few long pairs
-      run as column stripes, also each stripe's last column, 4 / 128 B a cell), O(B x M)
-      scratch; the double backward keeps one more table (its tangents) while it runs.
+      Memory beside the costs and their gradient: 4 B per cell saved (float32). With
+      checkpoints 4 / K B a cell, plus:
+      - by anti-diagonals (K <= 256, the kernels' choice below): the strips are K rows
+        and keep each lane's R at two steps of every 64 anti-diagonals, ~0.125 (K' / K)
+        (1 + K / M) B a cell (K' = K rounded up to a power of two: a K of 32, 64, 128 or
+        256 wastes no lanes and runs fastest), and the backward recomputes a strip 64
+        anti-diagonals at a time in a scratch of 66 K' values per strip;
+      - by rows: a [K, M] segment per pair in the backward, and where a few long pairs
+        run as column stripes each stripe's last column (4 / 128 B a cell).
+      O(B x M) scratch; the double backward keeps one more table (its tangents) while it runs.
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
-    CUDA float32 runs Triton kernels: the forward by anti-diagonals (a lane per row, strips
-    of rows run as a wavefront), or by rows where rows are much longer than the pairs are
-    tall or a batch that fills the GPU saves every row; the backward and the Hessian-vector
-    product by rows (one program per pair, a row per step, the row's left-to-right
-    dependence as a prefix scan; a few long pairs split into column stripes run as a
-    wavefront, with or without checkpoints). CPU tensors and float64 run vectorised torch
-    over anti-diagonals.
+    CUDA float32 runs Triton kernels, all three sweeps (forward, backward, the
+    Hessian-vector product's two) by anti-diagonals (a lane per row, strips of rows run as
+    a wavefront), or by rows where rows are much longer than the pairs are tall (over 3x)
+    or a batch that fills the GPU saves every row (one program per pair, a row per step,
+    the row's left-to-right dependence as a prefix scan; a few long pairs split into
+    column stripes run as a wavefront); with checkpoints K > 256 the backward goes by rows,
+    and the Hessian-vector product recomputes the whole table. CPU tensors and float64 run
+    vectorised torch over anti-diagonals.
 
     >>> import torch, torchalign as ta
     >>> c = torch.tensor([[[0.0, 1.0], [1.0, 0.0]]])   # paths: the diagonal (cost 0), two of cost 1
