@@ -611,6 +611,7 @@ def test_forward_picks_anti_diagonals_where_they_won():
 
     assert picks(64, 512, 512, 0) and picks(256, 128, 128, 0) and picks(8, 2000, 2000, 0)
     assert not picks(16, 30, 3000, 0) and not picks(16, 30, 3000, 31)  # 100 columns a row
+    assert picks(8, 500, 2000, 0) and not picks(4, 500, 4000, 0)  # 4 and 8 columns a row
     assert not picks(512, 256, 256, 0) and picks(512, 256, 256, 16) and picks(512, 256, 256, 257)
 
 

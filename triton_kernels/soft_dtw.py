@@ -59,12 +59,14 @@ STRIPE = 128  # columns per program when pairs are split into stripes ...
 # 1.06-1.65x faster as 128-column stripes than one program per pair, M = 256 within 7 %
 # either way (H100, benchmarks/NOTES.md, session 25)
 STRIPE_ABOVE = 256
-# The forward by anti-diagonals (soft_dtw_diag.py), 1.7-3.8x the row sweep's speed where the
-# rule takes it (no_grad), unless the rows are over DIAG_WIDE times longer than the pairs are tall (its N + M steps
-# against N row steps: 16 x 30 x 3,000 ran 2x slower) or, where it stores every row (one
-# sector per cell: its lanes are rows), the batch fills 2 programs an SM with a pair each,
-# the row sweep's best case (512 x 256^2 ran 1.4x slower); H100, benchmarks/NOTES.md, session 27
-DIAG_WIDE = 3
+# The sweeps by anti-diagonals (soft_dtw_diag*.py), 1.4-2.3x the row sweeps' speed where the
+# rule takes them, unless the rows are over DIAG_WIDE times longer than the pairs are tall (their
+# N + M steps against N row steps: all of 4, 8, 64 and 256 pairs of M = 4 N ran faster by
+# anti-diagonals, 4 and 256 pairs of 8 N slower, 64 pairs of 8 N even; 16 x 30 x 3,000 2x slower)
+# or, where every row is saved (one sector per cell: their lanes are rows), the batch fills 2
+# programs an SM with a pair each, the row sweep's best case (512 x 256^2: the backward 1.6x slower);
+# H100, benchmarks/NOTES.md, sessions 27-28
+DIAG_WIDE = 4
 # With checkpoints K <= DIAG_ROWS the backward runs by anti-diagonals too, in strips of K rows
 # (a lane a row: a strip is one program, up to 8 warps); larger K go by rows
 DIAG_ROWS = 256
