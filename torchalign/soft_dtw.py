@@ -68,7 +68,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
 
     CUDA float32 runs Triton kernels, all three sweeps (forward, backward, the
     Hessian-vector product's two) by anti-diagonals (a lane per row, strips of rows run as
-    a wavefront), or by rows where rows are much longer than the pairs are tall (over 3x)
+    a wavefront), or by rows where rows are much longer than the pairs are tall (over 4x)
     or a batch that fills the GPU saves every row (one program per pair, a row per step,
     the row's left-to-right dependence as a prefix scan; a few long pairs split into
     column stripes run as a wavefront); with checkpoints K > 256 the backward goes by rows,
