@@ -234,7 +234,8 @@ def drive_soft_dtw():
         grad.sum().backward()  # the Hessian-vector product's kernels
     # by anti-diagonals: strips of 32 rows, 128, and 256 where a batch fills the SMs, from a
     # full table (dV/dgamma off, on); with checkpoints, strips of K rows (the GPU tests' K)
-    for costs, ks in ((torch.randn(2, 5, 6), (2,)), (torch.randn(2, 40, 30), (8, 16)), (torch.randn(100, 129, 2), (100,))):
+    for costs, ks in ((torch.randn(2, 5, 6), (2,)), (torch.randn(2, 40, 30), (8, 16)),
+                      (torch.randn(100, 129, 2), (100,))):
         costs.requires_grad_(True)
         for k in ks:
             ta.soft_dtw(costs, 0.5, checkpoint=k).sum().backward()

@@ -711,6 +711,15 @@ def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
         torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
 
 
+def _gpu_hvp(costs, gamma, lengths, v, dtype):
+    """The double backward of sum_b weight_b soft_dtw(costs, gamma)_b (weights 1) along v over
+    the costs and 1 over gamma, in ``dtype``: (H v over costs, over gamma, dV . v)."""
+    c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
+    weight = torch.ones(len(gamma), dtype=dtype, device="cuda", requires_grad=True)
+    gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
+    return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
+
+
 @pytest.mark.gpu
 def test_gpu_stripes_hessian_vector_product(monkeypatch):
     """The double backward's two sweeps as stripes (a wavefront of 128-column programs) or
@@ -723,19 +732,13 @@ def test_gpu_stripes_hessian_vector_product(monkeypatch):
     gamma = torch.tensor([1.0, 0.5, 2.0]).cuda()
     lengths = (torch.tensor([150, 100, 9]), torch.tensor([700, 699, 300]))
 
-    def hvp(dtype):
-        c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
-        weight = torch.ones(3, dtype=dtype, device="cuda", requires_grad=True)
-        gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
-        return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
-
-    want = hvp(torch.float64)
+    want = _gpu_hvp(costs, gamma, lengths, v, torch.float64)
     plan = K._plan
     for stripes in (True, False):
         monkeypatch.setattr(K, "STRIPE_ABOVE", 0 if stripes else 1 << 30)
         plans = []
         monkeypatch.setattr(KH, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
-        got = hvp(torch.float32)
+        got = _gpu_hvp(costs, gamma, lengths, v, torch.float32)
         assert [S for _, _, S in plans] == [6 if stripes else 1], plans
         for ours, ref in zip(got, want):
             torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
@@ -753,19 +756,13 @@ def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch):
     gamma = torch.tensor([1.0, 0.5, 2.0]).cuda()
     lengths = (torch.tensor([300, 250, 9]), torch.tensor([400, 399, 30]))
 
-    def hvp(dtype):
-        c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
-        weight = torch.ones(3, dtype=dtype, device="cuda", requires_grad=True)
-        gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
-        return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
-
-    want = hvp(torch.float64)
+    want = _gpu_hvp(costs, gamma, lengths, v, torch.float64)
     ran = []
     diag_hvp = KDH.hvp
     monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(k["block"]) or diag_hvp(*a, **k))
     for rows in (None, 32):
         set_defaults(monkeypatch, KH.hvp, rows=rows)
-        got = hvp(torch.float32)
+        got = _gpu_hvp(costs, gamma, lengths, v, torch.float32)
         for ours, ref in zip(got, want):
             torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
     assert ran == [None, 32], ran

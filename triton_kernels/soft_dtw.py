@@ -157,6 +157,15 @@ def _wait(flag, target, err):
 
 
 @triton.jit
+def _poison_if_gave_up(err_ptr, out, gg):
+    """A wait of the launch gave up: the pair's first gradient and its part of the gamma
+    gradient become NaN (never a wrong number). Called by the pair's last program to finish."""
+    if tl.load(err_ptr, volatile=True) != 0:
+        tl.store(out, float("nan"))
+        tl.store(gg, float("nan"))
+
+
+@triton.jit
 def _stripe(n_ptr, m_ptr, S, W, RIGHT_TO_LEFT: tl.constexpr):
     """(pair b, stripe s, the pair's n and m, the stripe's first column lo) of this program:
     program p runs stripe p % S of pair p // S, counted from the right in a sweep that runs
@@ -430,9 +439,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
             seg -= 1
         tl.store(gg_ptr + b * S + s, tl.sum(gsum, 0))
         if s == 0:
-            if tl.load(err_ptr, volatile=True) != 0:  # a wait timed out: poison, never a wrong gradient
-                tl.store(out_ptr + b * N * M, float("nan"))
-                tl.store(gg_ptr + b * S, float("nan"))
+            _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)
 
 
 def _block(M: int, block: int | None) -> int:

@@ -51,6 +51,34 @@ def _cell(a, b, c, x):
     return tl.where(fin, ms + (x - tl.log2(tot)), float("inf"))
 
 
+@triton.jit
+def _costs_ahead(crow, c, lane, m):
+    """Each lane's cost of the next step (column c + 1 of its row), and an L2 prefetch of
+    the column PREFETCH on."""
+    cn = c + 1
+    c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
+    cp = c + PREFETCH
+    _prefetch(crow + cp, lane & (cp >= 0) & (cp < m))
+    return c_n
+
+
+@triton.jit
+def _banded(v, i, c, live, band):
+    """v in the lanes' cells (row i, column c) that are on the pair (live) and inside the band; +inf elsewhere."""
+    if band >= 0:
+        v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
+    return tl.where(live, v, float("inf"))
+
+
+@triton.jit
+def _release(flag, done, m, HAND_OFF: tl.constexpr):
+    """A strip's progress counter: ``done`` columns of its hand-over row, released every
+    HAND_OFF columns and at the last."""
+    if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
+        tl.debug_barrier()  # (the hand-over row's lane may be another thread's: its stores first)
+        tl.atomic_xchg(flag, done, sem="release")
+
+
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept", "H", "n_seg"])
 def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
                          err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, H, n_seg, BLOCK: tl.constexpr,
@@ -110,19 +138,13 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
             c = t - offs
             live = lane & (c >= 0) & (c < m)
             x = c_n * scale
-            cn = c + 1
-            c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
-            cp = c + PREFETCH
-            _prefetch(crow + cp, lane & (cp >= 0) & (cp < m))
+            c_n = _costs_ahead(crow, c, lane, m)
             if k > 0:
                 if t + 3 > seen:
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
-            v = _cell(up, diag, left, x)
-            if band >= 0:
-                v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
-            v = tl.where(live, v, float("inf"))
+            v = _banded(_cell(up, diag, left, x), i, c, live, band)
             tl.store(srow + c, v * unit, mask=live & keep)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
@@ -138,10 +160,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
             up = tl.where(first, top, tl.gather(v, idx_up, 0))
             top = top_n
             if publish:
-                done = t - R + 2  # columns of the last row written
-                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
-                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+                _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row written)
             t += 1
         if r0 + R == n:
             v = tl.sum(tl.where(i == n, fin, 0.0), 0)
@@ -152,7 +171,8 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
 def segments_shape(B: int, N: int, M: int, checkpoint: int):
     """What the forward keeps for soft_dtw_diag_bwd's recompute: strips of K = checkpoint rows,
     each lane's R at the two steps before each segment of SEGMENT steps, [B, S, 2 n_seg, BLOCK]."""
-    return B, triton.cdiv(N, checkpoint), 2 * triton.cdiv(checkpoint + M - 1, SEGMENT), triton.next_power_of_2(checkpoint)
+    segments = triton.cdiv(checkpoint + M - 1, SEGMENT)
+    return B, triton.cdiv(N, checkpoint), 2 * segments, triton.next_power_of_2(checkpoint)
 
 
 def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, block: int | None = None, warps: int | None = None,

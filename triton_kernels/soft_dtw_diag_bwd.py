@@ -34,9 +34,8 @@ from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
-from .soft_dtw import _neg_entropy, _softmax3, _wait
-from .soft_align import PREFETCH, _prefetch
-from .soft_dtw_diag import HAND_OFF, _cell
+from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
+from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release
 
 
 @triton.jit
@@ -69,15 +68,9 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
         c = t - offs
         live = lane & (c >= 0) & (c < m)
         x = c_n * scale
-        cn = c + 1
-        c_n = tl.load(crow + cn, mask=lane & (cn >= 0) & (cn < m), other=0.0)
-        cp = c + PREFETCH
-        _prefetch(crow + cp, lane & (cp >= 0) & (cp < m))
+        c_n = _costs_ahead(crow, c, lane, m)
         top2 = _top(top, t + 2, m, scale, k)
-        v = _cell(up, diag, left, x)
-        if band >= 0:
-            v = tl.where(tl.abs(i - 1 - c) > band, float("inf"), v)
-        v = tl.where(live, v, float("inf"))
+        v = _banded(_cell(up, diag, left, x), i, c, live, band)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
         diag = up
         left = v
@@ -200,16 +193,11 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
             dg = dg_n
             nb = nb_n
             if k > 0:
-                done = tau - R + 2  # columns of the top row done, from the right
-                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
-                    tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_out, done, sem="release")
+                _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
             tau += 1
         tl.store(gg_ptr + b * S + k, tl.sum(gsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
-            if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong gradient
-                tl.store(out_ptr + b * N * M, float("nan"))
-                tl.store(gg_ptr + b * S, float("nan"))
+            _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)
 
 
 def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,

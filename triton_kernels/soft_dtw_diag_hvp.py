@@ -23,10 +23,9 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _prefetch
 from .soft_align_diag import block_for
-from .soft_dtw import _neg_entropy, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF
+from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
+from .soft_dtw_diag import HAND_OFF, _costs_ahead, _release
 from .soft_dtw_hvp import _dw
 
 
@@ -80,9 +79,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, 
             rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
             up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
             vx = v_n
-            v_n = tl.load(v_ptr + row + cn, mask=lane & nxt, other=0.0)
-            cp = c + PREFETCH
-            _prefetch(v_ptr + row + cp, lane & (cp >= 0) & (cp < m))
+            v_n = _costs_ahead(v_ptr + row, c, lane, m)  # (the direction's, as the costs are read)
             if k > 0:
                 if t + 3 > seen:
                     if t + 2 < m:
@@ -102,10 +99,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, 
             rc = rc_n
             up = up_n
             if publish:
-                done = t - R + 2  # columns of the last row in T
-                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
-                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+                _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row in T)
             t += 1
         if r0 + R == n:
             if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong number
@@ -216,16 +210,11 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_
             nb_e = nb_e_n
             nb_d = nb_d_n
             if k > 0:
-                done = tau - R + 2  # columns of the top row done, from the right
-                if (done > 0) & ((done % HAND_OFF == 0) | (done == m)):
-                    tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_out, done, sem="release")
+                _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
             tau += 1
         tl.store(hg_ptr + b * S + k, tl.sum(hsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
-            if tl.load(err_ptr, volatile=True) != 0:
-                tl.store(out_ptr + b * N * M, float("nan"))
-                tl.store(hg_ptr + b * S, float("nan"))
+            _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
 def hvp(R, gamma, n, m, v_costs, v_gamma, block: int | None = None, warps: int | None = None):

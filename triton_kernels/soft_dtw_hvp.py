@@ -26,8 +26,8 @@ import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
-from .soft_dtw import (HAND_OFF, _affine, _by_diagonals, _hand_over, _neg_entropy, _plan, _progress_flags, _stripe,
-                       _wait, _warps, _weights, forward)
+from .soft_dtw import (HAND_OFF, _affine, _by_diagonals, _hand_over, _neg_entropy, _plan, _poison_if_gave_up,
+                       _progress_flags, _stripe, _wait, _warps, _weights, forward)
 
 
 @triton.jit
@@ -193,9 +193,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
             i -= 1
         tl.store(hg_ptr + b * S + s, tl.sum(hsum, 0))
         if s == 0:
-            if tl.load(err_ptr, volatile=True) != 0:  # a wait timed out: poison, never a wrong product
-                tl.store(out_ptr + b * N * M, float("nan"))
-                tl.store(hg_ptr + b * S, float("nan"))
+            _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
 def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | None = None, warps: int | None = None,
