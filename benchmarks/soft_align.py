@@ -316,8 +316,8 @@ def impls_dtw(device, B, N, M, ours_only: bool):
                               ("by rows, one program per pair", dict(DIAG_WIDE=0, STRIPE=1 << 30)),
                               (f"by rows, stripes of {K.STRIPE} columns", dict(DIAG_WIDE=0, STRIPE_ABOVE=0))):
             out.append((f"ours soft_dtw, {label}", "sdtw", knobs(f, **values), knobs(fb(f), **values)))
-        out.append((f"ours soft_dtw checkpoint={ck}, backward by rows", "sdtw", knobs(fck, DIAG_ROWS=0),
-                    knobs(fb(fck), DIAG_ROWS=0)))
+        out.append((f"ours soft_dtw checkpoint={ck}, backward by rows", "sdtw", knobs(fck, DIAG_ROWS_MAX=0),
+                    knobs(fb(fck), DIAG_ROWS_MAX=0)))
     if ours_only:
         return out
     name = "pysdtw 0.0.5 SoftDTW"

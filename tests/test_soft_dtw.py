@@ -612,6 +612,11 @@ def test_forward_picks_anti_diagonals_where_they_won():
     assert picks(64, 512, 512, 0) and picks(256, 128, 128, 0) and picks(8, 2000, 2000, 0)
     assert not picks(16, 30, 3000, 0) and not picks(16, 30, 3000, 31)  # 100 columns a row
     assert picks(8, 500, 2000, 0) and not picks(4, 500, 4000, 0)  # 4 and 8 columns a row
+    # with checkpoints the backward goes by anti-diagonals for 16 <= K <= 256 (strips of K
+    # rows: what the forward keeps for it is 4-D), by rows below (under half a warp a strip) and above
+    costs = torch.empty(64, 512, 512, device="meta")
+    assert [len(K.kept_shape(costs, k)) for k in (8, 16, 23, 256, 300, 512)] == [3, 4, 4, 4, 3, 3]
+    assert len(K.kept_shape(costs, 8, diag=True)) == 4 and len(K.kept_shape(costs, 23, diag=False)) == 3
     assert not picks(512, 256, 256, 0) and picks(512, 256, 256, 16) and picks(512, 256, 256, 257)
 
 

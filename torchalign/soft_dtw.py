@@ -55,7 +55,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
       Without autograd (no_grad, or nothing requires a gradient) no row is saved.
       Memory beside the costs and their gradient: 4 B per cell saved (float32). With
       checkpoints 4 / K B a cell, plus:
-      - by anti-diagonals (K <= 256, the kernels' choice below): the strips are K rows
+      - by anti-diagonals (16 <= K <= 256, the kernels' choice below): the strips are K rows
         and keep each lane's R at two steps of every 64 anti-diagonals, ~0.125 (K' / K)
         (1 + K / M) B a cell (K' = K rounded up to a power of two: a K of 32, 64, 128 or
         256 wastes no lanes and runs fastest), and the backward recomputes a strip 64
@@ -71,7 +71,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     a wavefront), or by rows where rows are much longer than the pairs are tall (over 4x)
     or a batch that fills the GPU saves every row (one program per pair, a row per step,
     the row's left-to-right dependence as a prefix scan; a few long pairs split into
-    column stripes run as a wavefront); with checkpoints K > 256 the backward goes by rows,
+    column stripes run as a wavefront); with checkpoints K < 16 or K > 256 the backward goes by rows,
     and the Hessian-vector product recomputes the whole table. CPU tensors and float64 run
     vectorised torch over anti-diagonals.
 

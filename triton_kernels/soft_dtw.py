@@ -67,9 +67,12 @@ STRIPE_ABOVE = 256
 # programs an SM with a pair each, the row sweep's best case (512 x 256^2: the backward 1.6x slower);
 # H100, benchmarks/NOTES.md, sessions 27-28
 DIAG_WIDE = 4
-# With checkpoints K <= DIAG_ROWS the backward runs by anti-diagonals too, in strips of K rows
-# (a lane a row: a strip is one program, up to 8 warps); larger K go by rows
-DIAG_ROWS = 256
+# With checkpoints DIAG_ROWS_MIN <= K <= DIAG_ROWS_MAX the backward runs by anti-diagonals too,
+# in strips of K rows (a lane a row: a strip is one program, up to 8 warps); larger K go by rows,
+# and so do smaller: under half a warp of rows a strip, K = 8 ran 1.1-1.4x slower than the row
+# backward at 64 x 512^2, 512 x 256^2 and 1,024 x 64^2 (K = 16: 0.6-1.0x; H100, NOTES.md session 28)
+DIAG_ROWS_MIN = 16
+DIAG_ROWS_MAX = 256
 HAND_OFF = tl.constexpr(8)  # a stripe releases its progress counter every HAND_OFF rows (and at its last)
 
 
@@ -476,7 +479,7 @@ def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | N
     stripes, R's last column of every stripe, by row ([B, S, N + 1], gamma / ln 2 units), from
     which the backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise."""
     B, N, M = costs.shape
-    if 0 < checkpoint < N and checkpoint <= DIAG_ROWS and (_by_diagonals(costs, checkpoint) if diag is None else diag):
+    if _segments(costs, checkpoint, diag):
         from .soft_dtw_diag import segments_shape
 
         return segments_shape(B, N, M, checkpoint)
@@ -491,9 +494,8 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
     [B]; n, m int64 [B]. ``diag``: by anti-diagonals (soft_dtw_diag, strips of ``rows``
     rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are the row sweep's."""
     B, N, M = costs.shape
-    diag = _by_diagonals(costs, checkpoint) if diag is None else diag
     kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe, diag))
-    if diag:
+    if _by_diagonals(costs, checkpoint) if diag is None else diag:
         from . import soft_dtw_diag  # (here: it imports this module's helpers)
 
         W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] and kept.dim() == 3 else None
@@ -519,6 +521,15 @@ def _by_diagonals(costs, checkpoint: int) -> bool:
     if M > DIAG_WIDE * N:
         return False
     return checkpoint != 0 or B < 2 * _sms(costs.device)
+
+
+def _segments(costs, checkpoint: int, diag: bool | None) -> bool:
+    """Whether a checkpointed backward goes by anti-diagonals (the forward's strips then K
+    rows, kept_shape 4-D): K <= DIAG_ROWS_MAX where ``diag`` forces it, else where the forward
+    goes by anti-diagonals and K >= DIAG_ROWS_MIN."""
+    if not 0 < checkpoint < min(costs.shape[1], DIAG_ROWS_MAX + 1):
+        return False
+    return diag if diag is not None else checkpoint >= DIAG_ROWS_MIN and _by_diagonals(costs, checkpoint)
 
 
 def _progress_flags(stripes: int, device):
