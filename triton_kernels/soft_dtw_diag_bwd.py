@@ -12,11 +12,11 @@ the step before, so it hands their sum over in one ``tl.gather``; Ew_left comes 
 lane's own last step. R of the cell and of its predecessors is loaded one step ahead (off
 the chain); a step stores E (times the incoming gradient: it seeds E[n, m]) and no scratch.
 
-With checkpoints (K > 0) the strips are of K rows, the forward's (soft_dtw_diag, SEG > 0):
-what a strip needs of R is recomputed a segment of SEG anti-diagonals at a time, from the
-last, into a scratch of its own ([SEG + 2, BLOCK], a step a row: coalesced), from what the
-forward kept: the row above the strip (a checkpoint row) and each lane's R at the two
-steps before the segment. The sweep then reads R there.
+With checkpoints (where soft_dtw._segments takes them) the strips are the forward's, K rows
+(soft_dtw_diag, SEG > 0). What a strip needs of R is recomputed a segment of SEG
+anti-diagonals at a time, from the last, into a scratch of its own ([SEG + 2, BLOCK], a step
+a row: coalesced), from what the forward kept: the row above the strip (a checkpoint row)
+and each lane's R at the two steps before the segment. The sweep then reads R there.
 
 Strips run as a wavefront from the bottom up (tickets in that order): strip k's bottom lane
 reads what strip k + 1's top lane hands over, through a boundary row per strip and a
@@ -50,7 +50,7 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     forward's steps from the lanes' R at steps t0 - 2 and t0 - 1 (states; none before step 0)
     and the row above the strip (top)."""
     idx_up = tl.maximum(offs - 1, 0)
-    tl.debug_barrier()  # (the sweep of the segment below has read scr)
+    tl.debug_barrier()  # (the sweep of the segment after this one has read scr)
     kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
     v2 = tl.load(states + offs, mask=kept, other=float("inf"))
     v1 = tl.load(states + BLOCK + offs, mask=kept, other=float("inf"))
