@@ -600,6 +600,34 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
         assert (sync[3].item() > 0) != finite
 
 
+@pytest.mark.interpret
+def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
+    """A strip of the tangent sweep waits on the strip above; a wait that never sees its
+    counter gives up, dV . v comes back NaN, and so do the products of the second sweep,
+    which reads the same error count (soft_dtw_diag_hvp.hvp passes both sweeps one). Tickets
+    start at B here, so the tangent's only program runs strip 1 and strip 0 never writes its row."""
+    import triton.language as tl
+
+    from torchalign_kernels import soft_dtw_diag_hvp as KDH
+    from torchalign_kernels import spin
+
+    monkeypatch.setattr(spin, "SPIN_LIMIT", tl.constexpr(5))
+    B, N, M, rows = 1, 6, 5, 4
+    R, v, gamma, vg = torch.rand(B, N, M), torch.randn(B, N, M), torch.ones(B), torch.ones(B)
+    n, m = torch.tensor([N]), torch.tensor([M])
+    for start, finite in ((B, False), (0, True)):
+        T, hv, dot, hg, bnd = torch.zeros(B, N, M), torch.zeros(B, N, M), torch.zeros(B), torch.zeros(B, 2), \
+            torch.zeros(2, B, 2, M)
+        syncs = torch.zeros(2, 4, dtype=torch.int32)
+        syncs[0, 0] = start
+        KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, v, vg, gamma, n, m, T, dot, syncs[0], syncs[0, 3:], N, M, B, 2,
+                                                       BLOCK=rows, HAND_OFF=4)
+        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, gamma, vg, n, m, hv, hg, bnd, syncs[1], syncs[0, 3:], N, M, B,
+                                                    2, BLOCK=rows, HAND_OFF=4)
+        outputs = (dot, hv, hg)
+        assert [bool(torch.isfinite(x).all()) for x in outputs] == [finite] * 3 and (syncs[0, 3].item() > 0) != finite
+
+
 def test_forward_picks_anti_diagonals_where_they_won():
     """The rule of soft_dtw.forward (measured on the H100): anti-diagonals unless the rows are
     much longer than the pairs are tall, or a full table's strided stores meet a batch that

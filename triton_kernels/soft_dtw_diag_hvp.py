@@ -227,14 +227,17 @@ def hvp(R, gamma, n, m, v_costs, v_gamma, block: int | None = None, warps: int |
     hg = R.new_zeros(B, S)
     if B:
         T = torch.empty_like(R)  # (every cell of a pair is written before it is read)
-        syncs = torch.zeros(2, 1 + B * S + 1, dtype=torch.int32, device=R.device)
+        # two sweeps' tickets and counters, and one error count: the second sweep poisons its
+        # products where a tangent wait gave up too
+        syncs = torch.zeros(2 * (1 + B * S) + 1, dtype=torch.int32, device=R.device)
+        tangent, second, err = syncs[:1 + B * S], syncs[1 + B * S:-1], syncs[-1:]
         gamma, v_gamma = gamma.contiguous(), v_gamma.contiguous()
         warps = warps or max(1, blk // 32)
-        _launch_tangent((B * S,), R, v_costs.contiguous(), v_gamma, gamma, n, m, T, dot, syncs[0], syncs[0, -1:],
-                        N, M, B, S, BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
+        _launch_tangent((B * S,), R, v_costs.contiguous(), v_gamma, gamma, n, m, T, dot, tangent, err, N, M, B, S,
+                        BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
         bnd = R.new_empty(2, B, S, M)
-        _launch_second((B * S,), R, T, gamma, v_gamma, n, m, hv, hg, bnd, syncs[1], syncs[1, -1:], N, M, B, S,
-                       BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
+        _launch_second((B * S,), R, T, gamma, v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, BLOCK=blk,
+                       HAND_OFF=HAND_OFF, num_warps=warps)
     return hv, hg.sum(1), dot
 
 
