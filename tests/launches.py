@@ -233,7 +233,8 @@ def drive_soft_dtw():
         (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
         grad.sum().backward()  # the Hessian-vector product's kernels
     # by anti-diagonals: strips of 32 rows, 128, and 256 where a batch fills the SMs, from a
-    # full table (dV/dgamma off, on); with checkpoints, strips of K rows (the GPU tests' K)
+    # full table (dV/dgamma off, on); with checkpoints the GPU tests' K: 2 and 8 the row
+    # backward, 16 and 100 strips of K rows recomputed in segments
     for costs, ks in ((torch.randn(2, 5, 6), (2,)), (torch.randn(2, 40, 30), (8, 16)),
                       (torch.randn(100, 129, 2), (100,))):
         costs.requires_grad_(True)

@@ -19,8 +19,12 @@ which has started, and one that gives up makes the pair's value NaN, never a wro
 What the backward reads is stored as the row sweep stores it, so soft_dtw.backward takes
 either forward's: R unscaled, [B, N, M] (K = 0) or rows K, 2K, ... (K > 0; none when K > N),
 and with the backward's column stripes each stripe's last column (``kept``, [B, S, N + 1],
-scaled). The row stores are strided across lanes (a lane per row): one 32-byte sector per
-cell in L2, which the step's latency covers while the GPU has room (soft_dtw._by_diagonals).
+scaled). Where the backward runs by anti-diagonals too with checkpoints (soft_dtw._segments),
+the strips are K rows instead and ``kept`` holds each lane's R at the two steps before every
+segment of SEGMENT anti-diagonals (segments_shape), whence soft_dtw_diag_bwd recomputes a
+strip a segment at a time. The row stores are strided across lanes (a lane per row): one
+32-byte sector per cell in L2, which the step's latency covers while the GPU has room
+(soft_dtw._by_diagonals).
 
 Pure: imports only torch and triton.
 """
