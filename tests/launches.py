@@ -240,6 +240,8 @@ def drive_soft_dtw():
         costs.requires_grad_(True)
         for k in ks:
             ta.soft_dtw(costs, 0.5, checkpoint=k).sum().backward()
+            (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5, checkpoint=k).sum(), costs, create_graph=True)
+            grad.sum().backward()  # (K >= 16: the product's sweeps by segments too)
         for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):
             ta.soft_dtw(costs, gamma).sum().backward()
         (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)

@@ -355,9 +355,9 @@ def test_opcheck():
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_backward,
                               (torch.ones(2, requires_grad=True), costs, gamma, saved, kept, n, m, band, k, True))
     for k in (0, 2):
-        saved = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, -1, k, False)[1]
-        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, n, m, -1, k,
-                                                                 torch.randn(2, 4, 5), torch.randn(2)))
+        _, saved, kept = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, -1, k, False)
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, kept, n, m, -1,
+                                                                 k, torch.randn(2, 4, 5), torch.randn(2)))
 
 
 def test_docstring_examples():
@@ -508,6 +508,42 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("segment", [2, 5])
+@pytest.mark.parametrize("B,N,M,band,checkpoint", [(2, 13, 17, None, 3), (3, 11, 9, 4, 2), (2, 9, 30, None, 4),
+                                                   (2, 7, 3, None, 6)])
+def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, checkpoint, segment, kernels_on_cpu,
+                                                                 monkeypatch):
+    """With checkpoints by anti-diagonals the double backward recomputes R and its tangents T
+    a segment at a time too, from what the forward and the tangent sweep kept (segments of 2
+    and 5 steps here, strips of K rows): equal to the torch path's (float64)."""
+    from torchalign_kernels import soft_dtw as K
+    from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign_kernels import soft_dtw_diag_hvp as KDH
+
+    monkeypatch.setattr(KD, "SEGMENT", segment)
+    for fn in (K.forward, K.backward):
+        set_defaults(monkeypatch, fn, diag=True)
+    ran = []
+    diag_hvp = KDH.hvp
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(a[9] if len(a) > 9 else 0) or diag_hvp(*a, **k))
+    costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M + segment)
+    if band is not None:
+        n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
+    v = torch.randn(B, N, M, generator=torch.Generator().manual_seed(28), dtype=torch.float64)
+    got = []
+    for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
+        c = costs.to(dtype).requires_grad_(True)
+        gm = gamma.to(dtype).requires_grad_(True)
+        weight = torch.linspace(0.5, 1.5, B, dtype=dtype).requires_grad_(True)
+        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
+        gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
+        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm, weight)))
+    assert ran == [checkpoint], ran  # (the product by segments ran, once: float32)
+    for ours, want in zip(*got):
+        torch.testing.assert_close(ours.double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.interpret
 @pytest.mark.parametrize("stripe,diag", [(None, False), (4, False), (None, True)])
 def test_kernels_forward_without_autograd_keeps_no_rows(stripe, diag, kernels_on_cpu, monkeypatch):
     """Under no_grad the forward keeps two rows in flight and saves none: the same values."""
@@ -604,8 +640,8 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
 def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
     """A strip of the tangent sweep waits on the strip above; a wait that never sees its
     counter gives up, dV . v comes back NaN, and so do the products of the second sweep,
-    which reads the same error count (soft_dtw_diag_hvp.hvp passes both sweeps one). Tickets
-    start at B here, so the tangent's only program runs strip 1 and strip 0 never writes its row."""
+    which reads the same error count. Tickets start at B here, so the tangent's only program
+    runs strip 1 and strip 0 never writes its row."""
     import triton.language as tl
 
     from torchalign_kernels import soft_dtw_diag_hvp as KDH
@@ -620,10 +656,11 @@ def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
             torch.zeros(2, B, 2, M)
         syncs = torch.zeros(2, 4, dtype=torch.int32)
         syncs[0, 0] = start
-        KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, v, vg, gamma, n, m, T, dot, syncs[0], syncs[0, 3:], N, M, B, 2,
-                                                       BLOCK=rows, HAND_OFF=4)
-        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, gamma, vg, n, m, hv, hg, bnd, syncs[1], syncs[0, 3:], N, M, B,
-                                                    2, BLOCK=rows, HAND_OFF=4)
+        KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, R, v, vg, gamma, n, m, T, T, dot, syncs[0], syncs[0, 3:], N, M,
+                                                       B, 2, rows, N, 0, -1, BLOCK=rows, HAND_OFF=4, SEG=0)
+        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, R, v, T, T, T, gamma, vg, n, m, hv, hg, bnd, syncs[1],
+                                                    syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows, HAND_OFF=4,
+                                                    SEG=0)
         outputs = (dot, hv, hg)
         assert [bool(torch.isfinite(x).all()) for x in outputs] == [finite] * 3 and (syncs[0, 3].item() > 0) != finite
 

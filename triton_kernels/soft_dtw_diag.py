@@ -75,6 +75,12 @@ def _banded(v, i, c, live, band):
 
 
 @triton.jit
+def _top(top, c, m, scale, k):
+    """R[r0, c] of the row above strip k (a checkpoint row, as stored), scaled; inf off the pair and at row 0."""
+    return tl.load(top + c, mask=(k > 0) & (c >= 0) & (c < m), other=float("inf")) * scale
+
+
+@triton.jit
 def _release(flag, done, m, HAND_OFF: tl.constexpr):
     """A strip's progress counter: ``done`` columns of its hand-over row, released every
     HAND_OFF columns and at the last."""

@@ -35,13 +35,7 @@ from .launch import Launcher
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release
-
-
-@triton.jit
-def _top(top, c, m, scale, k):
-    """R[r0, c] of the row above strip k (a checkpoint row, as stored), scaled; inf off the pair and at row 0."""
-    return tl.load(top + c, mask=(k > 0) & (c >= 0) & (c < m), other=float("inf")) * scale
+from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release, _top
 
 
 @triton.jit
@@ -123,10 +117,12 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
             states = states_ptr + (b * S + k) * n_seg * 2 * BLOCK
             scr = scratch_ptr + (b * S + k) * (SEG + 2) * BLOCK
             t0 = T
-            rc = tl.full((BLOCK,), float("inf"), tl.float32)  # (set by every step)
-            up = rc
-            lf = rc
-            dg = rc
+            # (set by the first step; each its own tensor: a Triton loop drops a carried variable
+            # bound to another's initial value, benchmarks/NOTES.md session 22)
+            rc = tl.full((BLOCK,), float("inf"), tl.float32)
+            up = tl.full((BLOCK,), float("inf"), tl.float32)
+            lf = tl.full((BLOCK,), float("inf"), tl.float32)
+            dg = tl.full((BLOCK,), float("inf"), tl.float32)
         else:
             row = saved_ptr + (b * N + i - 1).to(tl.int64) * M  # R's row i, and row i - 1 (i > 1)
             above = saved_ptr + (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M

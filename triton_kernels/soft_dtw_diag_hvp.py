@@ -23,39 +23,73 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
+from . import soft_dtw_diag
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF, _costs_ahead, _release
+from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release, _top
 from .soft_dtw_hvp import _dw
 
 
-@triton.jit(do_not_specialize=["N", "M", "B", "S"])
-def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, t_ptr, dot_ptr, sync_ptr, err_ptr,
-                                 N, M, B, S, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
-    """Program (k, b) from its ticket, strips from the first: T [B, N, M] of pair b's rows
-    kBLOCK + 1 .. kBLOCK + BLOCK; dot[b] = T[n, m]. sync: the ticket counter, then a
-    progress counter (columns of the strip's last row in T) per strip; err: waits that gave up."""
+@triton.jit
+def _store_state(states, t, x, offs, SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """Keep the lanes' x of step t where it is one of the two steps before a segment of SEG
+    (states: the strip's [n_seg, 2, BLOCK]), as soft_dtw_diag's forward keeps R."""
+    slot = (t + 2) % SEG
+    if (slot < 2) & (t + 2 >= SEG):
+        tl.store(states + ((t + 2) // SEG * 2 + slot) * BLOCK + offs, x)
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
+def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, t_ptr, t_states_ptr, dot_ptr,
+                                 sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr,
+                                 HAND_OFF: tl.constexpr, SEG: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the first: T of pair b's rows kH + 1 ..
+    kH + H (H <= BLOCK); dot[b] = T[n, m]. SEG = 0: R's full table at r_ptr, T [B, N, M].
+    SEG > 0 (checkpoints, strips of H = K rows): R recomputed by the forward's recurrence from
+    the costs and its rows K, 2K, ... (r_ptr, [B, n_saved, M]); T keeps each strip's last row
+    (t_ptr, [B, S, M]) and the lanes' T at the two steps before each segment (t_states, [B, S,
+    2 n_seg, BLOCK]). sync: the ticket counter, then a progress counter (columns of the
+    strip's last row in T) per strip; err: waits that gave up."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
-    r0 = k * BLOCK
+    r0 = k * H
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
-        R = tl.minimum(n - r0, BLOCK)
+        R = tl.minimum(n - r0, H)
         lane = offs < R
         i = r0 + 1 + offs
         first = offs == 0
+        bottom = offs == R - 1
         publish = r0 + R < n
         flag_in = sync_ptr + 1 + b * S + k - 1
         row = (b * N + i - 1).to(tl.int64) * M  # the lane's row, and the one above (i > 1)
         above = (b * N + tl.maximum(i - 2, 0)).to(tl.int64) * M
         has_above = lane & (i > 1)
-        t_top = t_ptr + (b * N + r0 - 1) * M  # T's row r0 (k > 0), the strip above's last
+        if SEG > 0:
+            t_top = t_ptr + (b * S + k - 1) * M  # the strip above's last row of T (k > 0)
+            t_out = t_ptr + (b * S + k) * M
+            states = t_states_ptr + (b * S + k) * n_seg * 2 * BLOCK
+            r_top = r_ptr + (b * n_saved + tl.maximum(k - 1, 0)) * M  # R's row r0, a checkpoint (k > 0)
+            c_n = tl.load(cost_ptr + row, mask=lane & first, other=0.0)
+            rtop = _top(r_top, 1, m, scale, k)
+            # R, scaled, as the forward's recurrence carries it: up and diagonal from the lane above
+            up = tl.where(first, _top(r_top, 0, m, scale, k), float("inf"))
+            dg = tl.where(first & (k == 0), 0.0, float("inf"))  # R[0, -1] = 0
+            lf = tl.full((BLOCK,), float("inf"), tl.float32)
+            rc = tl.full((BLOCK,), float("inf"), tl.float32)  # (its own tensor: see soft_dtw_diag_bwd)
+        else:
+            t_top = t_ptr + (b * N + r0 - 1) * M  # T's row r0 (k > 0), the strip above's last
+            # R of the cell and its predecessors, as stored: lf, dg rotate in from rc, up
+            rc = tl.load(r_ptr + row, mask=lane & first, other=float("inf"))
+            up = tl.load(r_ptr + above, mask=has_above & first, other=float("inf"))
+            lf = tl.full((BLOCK,), float("inf"), tl.float32)
+            dg = tl.where(i == 1, 0.0, float("inf"))  # R[0, -1] = 0: cell (1, 0)'s one predecessor
         seen = n * 0
         if k > 0:
             seen = _wait(flag_in, tl.minimum(2, m), err_ptr)
@@ -63,21 +97,24 @@ def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, 
         up_t = tl.where(first, tl.load(t_top, mask=k > 0, other=0.0, volatile=True), 0.0)  # T[i - 1, c]
         dg_t = tl.zeros((BLOCK,), tl.float32)  # T[i - 1, c - 1] (row 0, column -1: the border, 0)
         left_t = tl.zeros((BLOCK,), tl.float32)
-        # R of the cell and its predecessors: lf, dg rotate in from rc, up
-        rc = tl.load(r_ptr + row, mask=lane & (offs == 0), other=float("inf"))
-        up = tl.load(r_ptr + above, mask=has_above & (offs == 0), other=float("inf"))
-        lf = tl.full((BLOCK,), float("inf"), tl.float32)
-        dg = tl.where(i == 1, 0.0, float("inf"))  # R[0, -1] = 0: cell (1, 0)'s one predecessor
-        v_n = tl.load(v_ptr + row, mask=lane & (offs == 0), other=0.0)
+        v_n = tl.load(v_ptr + row, mask=lane & first, other=0.0)
         t = 0
         T = R + m - 1
         while t < T:
             c = t - offs
             live = lane & (c >= 0) & (c < m)
-            cn = c + 1
-            nxt = (cn >= 0) & (cn < m)
-            rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
-            up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
+            if SEG > 0:
+                x_c = c_n * scale
+                c_n = _costs_ahead(cost_ptr + row, c, lane, m)
+                rtop_n = _top(r_top, t + 2, m, scale, k)
+                rc = _banded(_cell(up, dg, lf, x_c), i, c, live, band)
+                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, 1.0)
+            else:
+                cn = c + 1
+                nxt = (cn >= 0) & (cn < m)
+                rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
+                up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
+                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, scale)
             vx = v_n
             v_n = _costs_ahead(v_ptr + row, c, lane, m)  # (the direction's, as the costs are read)
             if k > 0:
@@ -85,19 +122,27 @@ def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, 
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, scale)
             x = vx + wu * up_t + wd * dg_t + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
             x = tl.where(ok, x, 0.0)
-            tl.store(t_ptr + row + c, x, mask=live)
+            if SEG > 0:
+                if publish:
+                    tl.store(t_out + c, x, mask=live & bottom)
+                _store_state(states, t, x, offs, SEG, BLOCK)
+                dg = up
+                lf = rc
+                up = tl.where(first, rtop, tl.gather(rc, idx_up, 0))
+                rtop = rtop_n
+            else:
+                tl.store(t_ptr + row + c, x, mask=live)
+                lf = rc
+                dg = up
+                rc = rc_n
+                up = up_n
             tl.store(dot_ptr + b + offs * 0, x, mask=live & (i == n) & (c == m - 1))
             dg_t = up_t
             left_t = x
             up_t = tl.where(first, top, tl.gather(x, idx_up, 0))
             top = top_n
-            lf = rc
-            dg = up
-            rc = rc_n
-            up = up_n
             if publish:
                 _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row in T)
             t += 1
@@ -106,25 +151,97 @@ def soft_dtw_diag_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, 
                 tl.store(dot_ptr + b, float("nan"))
 
 
-@triton.jit(do_not_specialize=["N", "M", "B", "S"])
-def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr,
-                                      sync_ptr, err_ptr, N, M, B, S, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr):
+@triton.jit
+def _t_top(t_top, c, m, k):
+    """T[r0, c] of the row above strip k (the tangent sweep's kept row); 0 off the pair and at row 0."""
+    return tl.load(t_top + c, mask=(k > 0) & (c >= 0) & (c < m), other=0.0)
+
+
+@triton.jit
+def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, vg, band,
+               SEG: tl.constexpr, BLOCK: tl.constexpr):
+    """R (scaled) and T of the strip's steps t0 - 2 .. t1 - 1 into scr ([2, SEG + 2, BLOCK]:
+    step t in row t - t0 + 2 of each), as soft_dtw_diag_bwd._recompute does R: the forward's
+    and the tangent sweep's steps from the lanes' values at steps t0 - 2 and t0 - 1 (the
+    states both kept; none before step 0) and the row above the strip."""
+    idx_up = tl.maximum(offs - 1, 0)
+    plane = (SEG + 2) * BLOCK
+    tl.debug_barrier()  # (the sweep of the segment after this one has read scr)
+    kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
+    r2 = tl.load(r_states + offs, mask=kept, other=float("inf"))
+    r1 = tl.load(r_states + BLOCK + offs, mask=kept, other=float("inf"))
+    t2 = tl.load(t_states + offs, mask=kept, other=0.0)
+    t1v = tl.load(t_states + BLOCK + offs, mask=kept, other=0.0)
+    tl.store(scr + offs, r2)
+    tl.store(scr + BLOCK + offs, r1)
+    tl.store(scr + plane + offs, t2)
+    tl.store(scr + plane + BLOCK + offs, t1v)
+    lf = r1
+    up = tl.where(first, _top(r_top, t0, m, scale, k), tl.gather(r1, idx_up, 0))
+    dg = tl.where(first, _top(r_top, t0 - 1, m, scale, k), tl.gather(r2, idx_up, 0))
+    dg = tl.where(first & (k == 0) & (t0 == 0), 0.0, dg)  # R[0, -1] = 0
+    lf_t = t1v
+    up_t = tl.where(first, _t_top(t_top, t0, m, k), tl.gather(t1v, idx_up, 0))
+    dg_t = tl.where(first, _t_top(t_top, t0 - 1, m, k), tl.gather(t2, idx_up, 0))
+    c = t0 - offs
+    on = lane & (c >= 0) & (c < m)
+    c_n = tl.load(crow + c, mask=on, other=0.0)
+    v_n = tl.load(vrow + c, mask=on, other=0.0)
+    rtop = _top(r_top, t0 + 1, m, scale, k)  # (lane 0's up of the next step: loads a step ahead)
+    ttop = _t_top(t_top, t0 + 1, m, k)
+    t = t0
+    while t < t1:
+        c = t - offs
+        live = lane & (c >= 0) & (c < m)
+        x_c = c_n * scale
+        c_n = _costs_ahead(crow, c, lane, m)
+        vx = v_n
+        v_n = _costs_ahead(vrow, c, lane, m)
+        rtop_n = _top(r_top, t + 2, m, scale, k)
+        ttop_n = _t_top(t_top, t + 2, m, k)
+        rc = _banded(_cell(up, dg, lf, x_c), i, c, live, band)
+        ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, 1.0)
+        x = vx + wu * up_t + wd * dg_t + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+        x = tl.where(ok, x, 0.0)
+        tl.store(scr + (t - t0 + 2) * BLOCK + offs, rc)
+        tl.store(scr + plane + (t - t0 + 2) * BLOCK + offs, x)
+        dg = up
+        lf = rc
+        up = tl.where(first, rtop, tl.gather(rc, idx_up, 0))
+        rtop = rtop_n
+        dg_t = up_t
+        lf_t = x
+        up_t = tl.where(first, ttop, tl.gather(x, idx_up, 0))
+        ttop = ttop_n
+        t += 1
+    tl.debug_barrier()  # (the sweep reads scr across lanes)
+
+
+@triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
+def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
+                                      vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H,
+                                      n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+                                      SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the last: out[b] = dE (H v over the costs)
-    of rows kBLOCK + 1 .. kBLOCK + BLOCK, hg[b, k] their part of H v over gamma. bnd [2, B, S,
-    M]: the top row's pushes up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above."""
+    of rows kH + 1 .. kH + H, hg[b, k] their part of H v over gamma. bnd [2, B, S, M]: the
+    top row's pushes up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above. SEG = 0:
+    R and T full tables (as stored; T unscaled). SEG > 0: what soft_dtw_diag's forward
+    (r_ptr: rows K, 2K, ...; r_states) and the tangent sweep (t_ptr: each strip's last row;
+    t_states) kept, each strip's R and T recomputed a segment at a time into its scratch
+    ([B S, 2, SEG + 2, BLOCK]) from the costs and the direction v."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
-    r0 = k * BLOCK
+    r0 = k * H
     if r0 < n:
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
-        R = tl.minimum(n - r0, BLOCK)
+        R = tl.minimum(n - r0, H)
         lane = offs < R
         i = r0 + 1 + offs
         first = offs == 0
@@ -140,15 +257,32 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_
         has_above = lane & (i > 1)
         T = R + m - 1
         c = T - 1 - offs
-        cur = lane & (c >= 0) & (c < m)
-        prv = lane & (c >= 1) & (c <= m)  # column c - 1 on the pair
-        rc = tl.load(r_ptr + row + c, mask=cur, other=float("inf"))
-        up = tl.load(r_ptr + above + c, mask=has_above & cur, other=float("inf"))
-        lf = tl.load(r_ptr + row + c - 1, mask=prv, other=float("inf"))
-        dg = tl.load(r_ptr + above + c - 1, mask=has_above & prv, other=float("inf"))
-        tu = tl.load(t_ptr + above + c, mask=has_above & cur, other=0.0)
-        td = tl.load(t_ptr + above + c - 1, mask=has_above & prv, other=0.0)
-        tlf = tl.load(t_ptr + row + c - 1, mask=prv, other=0.0)
+        if SEG > 0:
+            r_top = r_ptr + (b * n_saved + tl.maximum(k - 1, 0)) * M  # rows r0 of R and T (k > 0)
+            t_top = t_ptr + (b * S + tl.maximum(k - 1, 0)) * M
+            r_states = r_states_ptr + (b * S + k) * n_seg * 2 * BLOCK
+            t_states = t_states_ptr + (b * S + k) * n_seg * 2 * BLOCK
+            scr = scratch_ptr + (b * S + k) * 2 * (SEG + 2) * BLOCK
+            tplane = (SEG + 2) * BLOCK
+            t0 = T
+            # (set by the first step; each its own tensor, as in soft_dtw_diag_bwd)
+            rc = tl.full((BLOCK,), float("inf"), tl.float32)
+            up = tl.full((BLOCK,), float("inf"), tl.float32)
+            lf = tl.full((BLOCK,), float("inf"), tl.float32)
+            dg = tl.full((BLOCK,), float("inf"), tl.float32)
+            tu = tl.zeros((BLOCK,), tl.float32)
+            td = tl.zeros((BLOCK,), tl.float32)
+            tlf = tl.zeros((BLOCK,), tl.float32)
+        else:
+            cur = lane & (c >= 0) & (c < m)
+            prv = lane & (c >= 1) & (c <= m)  # column c - 1 on the pair
+            rc = tl.load(r_ptr + row + c, mask=cur, other=float("inf"))
+            up = tl.load(r_ptr + above + c, mask=has_above & cur, other=float("inf"))
+            lf = tl.load(r_ptr + row + c - 1, mask=prv, other=float("inf"))
+            dg = tl.load(r_ptr + above + c - 1, mask=has_above & prv, other=float("inf"))
+            tu = tl.load(t_ptr + above + c, mask=has_above & cur, other=0.0)
+            td = tl.load(t_ptr + above + c - 1, mask=has_above & prv, other=0.0)
+            tlf = tl.load(t_ptr + row + c - 1, mask=prv, other=0.0)
         seen = n * 0
         nb_e = tl.full((), 0.0, tl.float32)  # the strip below's hand-over at the bottom lane's column
         nb_d = tl.full((), 0.0, tl.float32)
@@ -165,14 +299,41 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_
         hsum = tl.zeros((BLOCK,), tl.float32)
         tau = 0
         while tau < T:
-            c = T - 1 - tau - offs
+            t = T - 1 - tau
+            c = t - offs
             inside = lane & (c >= 0) & (c < m)
-            cn = c - 2  # the next step's left column
-            on = (cn >= 0) & (cn < m)
-            lf_n = tl.load(r_ptr + row + cn, mask=lane & on, other=float("inf"))
-            dg_n = tl.load(r_ptr + above + cn, mask=has_above & on, other=float("inf"))
-            tlf_n = tl.load(t_ptr + row + cn, mask=lane & on, other=0.0)
-            td_n = tl.load(t_ptr + above + cn, mask=has_above & on, other=0.0)
+            if SEG > 0:
+                if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
+                    t0 = (t // SEG) * SEG
+                    _recompute(scr, r_states + (t0 // SEG) * 2 * BLOCK, t_states + (t0 // SEG) * 2 * BLOCK, r_top,
+                               t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, vg,
+                               band, SEG, BLOCK)
+                    at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
+                    rc = tl.load(at)
+                    lf = tl.load(at - BLOCK)
+                    up = tl.where(first, _top(r_top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
+                    dg = tl.where(first, _top(r_top, t - 1, m, scale, k),
+                                  tl.load(at - 2 * BLOCK - 1, mask=offs > 0, other=0.0))
+                    tlf = tl.load(at + tplane - BLOCK)
+                    tu = tl.where(first, _t_top(t_top, t, m, k), tl.load(at + tplane - BLOCK - 1, mask=offs > 0,
+                                                                          other=0.0))
+                    td = tl.where(first, _t_top(t_top, t - 1, m, k), tl.load(at + tplane - 2 * BLOCK - 1,
+                                                                             mask=offs > 0, other=0.0))
+                nxt = scr + (t - t0) * BLOCK + offs  # step t - 2's row: the next step's left and (a lane up) diagonal
+                more = offs * 0 + t > t0  # (the segment's first step: the next segment reloads)
+                lf_n = tl.load(nxt, mask=more, other=float("inf"))
+                dg_n = tl.where(first, _top(r_top, t - 2, m, scale, k),
+                                tl.load(nxt - BLOCK - 1, mask=more & (offs > 0), other=float("inf")))
+                tlf_n = tl.load(nxt + tplane, mask=more, other=0.0)
+                td_n = tl.where(first, _t_top(t_top, t - 2, m, k),
+                                tl.load(nxt + tplane - BLOCK - 1, mask=more & (offs > 0), other=0.0))
+            else:
+                cn = c - 2  # the next step's left column
+                on = (cn >= 0) & (cn < m)
+                lf_n = tl.load(r_ptr + row + cn, mask=lane & on, other=float("inf"))
+                dg_n = tl.load(r_ptr + above + cn, mask=has_above & on, other=float("inf"))
+                tlf_n = tl.load(t_ptr + row + cn, mask=lane & on, other=0.0)
+                td_n = tl.load(t_ptr + above + cn, mask=has_above & on, other=0.0)
             if below:
                 if tau + 2 > seen:
                     if tau + 1 < m:
@@ -184,7 +345,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_
             e = tl.where((i == n) & (c == m - 1), 1.0, e)
             e = tl.where(inside, e, 0.0)
             de = tl.where(inside, de, 0.0)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, 1.0 if SEG > 0 else scale)
             dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g)
             tl.store(out_ptr + row + c, de, mask=inside)
             hand_e = e * wu + ew_diag
@@ -217,27 +378,38 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
-def hvp(R, gamma, n, m, v_costs, v_gamma, block: int | None = None, warps: int | None = None):
-    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table (as stored)."""
-    B, N, M = R.shape
-    hv = torch.zeros_like(R)
-    dot = R.new_zeros(B)
-    blk = block or block_for(B, N, R.device)
-    S = triton.cdiv(N, blk)
-    hg = R.new_zeros(B, S)
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, kept=None, checkpoint: int = 0,
+        block: int | None = None, warps: int | None = None):
+    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table ``saved``
+    (checkpoint 0: strips of ``block`` rows; T is a full table too), or from its rows K, 2K, ...
+    and what the forward kept for the backward's segments (``kept`` 4-D: strips of K rows; T
+    keeps the same: its strips' last rows and the lanes' T before each segment)."""
+    B, N, M = costs.shape
+    hv = torch.zeros_like(costs)
+    dot = costs.new_zeros(B)
+    segments = checkpoint > 0
+    blk = kept.shape[3] if segments else block or block_for(B, N, costs.device)
+    H = checkpoint if segments else blk
+    S = triton.cdiv(N, H)
+    hg = costs.new_zeros(B, S)
     if B:
-        T = torch.empty_like(R)  # (every cell of a pair is written before it is read)
+        seg = soft_dtw_diag.SEGMENT if segments else 0  # (the forward's: looked up at the call, which tests change)
+        n_seg = kept.shape[2] // 2 if segments else 0
+        T = costs.new_empty(B, S, M) if segments else torch.empty_like(costs)  # (cells written before read)
+        t_states = costs.new_empty(B, S, 2 * n_seg, blk) if segments else T
+        scratch = costs.new_empty(B * S, 2, seg + 2, blk) if segments else T
         # two sweeps' tickets and counters, and one error count: the second sweep poisons its
         # products where a tangent wait gave up too
-        syncs = torch.zeros(2 * (1 + B * S) + 1, dtype=torch.int32, device=R.device)
+        syncs = torch.zeros(2 * (1 + B * S) + 1, dtype=torch.int32, device=costs.device)
         tangent, second, err = syncs[:1 + B * S], syncs[1 + B * S:-1], syncs[-1:]
-        gamma, v_gamma = gamma.contiguous(), v_gamma.contiguous()
+        gamma, v_gamma, v_costs = gamma.contiguous(), v_gamma.contiguous(), v_costs.contiguous()
         warps = warps or max(1, blk // 32)
-        _launch_tangent((B * S,), R, v_costs.contiguous(), v_gamma, gamma, n, m, T, dot, tangent, err, N, M, B, S,
-                        BLOCK=blk, HAND_OFF=HAND_OFF, num_warps=warps)
-        bnd = R.new_empty(2, B, S, M)
-        _launch_second((B * S,), R, T, gamma, v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, BLOCK=blk,
-                       HAND_OFF=HAND_OFF, num_warps=warps)
+        const = dict(BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg, num_warps=warps)
+        _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, n, m, T, t_states, dot, tangent, err, N, M, B,
+                        S, H, saved.shape[1], n_seg, band, **const)
+        bnd = costs.new_empty(2, B, S, M)
+        _launch_second((B * S,), saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, v_gamma,
+                       n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
     return hv, hg.sum(1), dot
 
 

@@ -196,23 +196,33 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, vg_ptr, n_ptr, m_ptr, 
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, block: int | None = None, warps: int | None = None,
-        stripe: int | None = None, diag: bool | None = None, rows: int | None = None):
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, checkpoint: int = 0,
+        block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
+        rows: int | None = None):
     """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs.
-    ``R``: the forward's table [B, N, M] if it was saved (else recomputed). By anti-diagonals
-    (soft_dtw_diag_hvp, strips of ``rows`` rows) where soft_dtw._by_diagonals says or ``diag``
-    forces; else by rows, the plan (one program per pair, or stripes) the forward's."""
+    ``R``: what the forward saved, its table [B, N, M] (checkpoint 0) or rows K, 2K, ..., and
+    ``kept`` beside it. Where the forward kept the backward's segments by anti-diagonals (kept
+    4-D) the product recomputes them too (soft_dtw_diag_hvp); else, with checkpoints, from a
+    whole table recomputed. By anti-diagonals (strips of ``rows`` rows) where
+    soft_dtw._by_diagonals says or ``diag`` forces; else by rows, the plan (one program per
+    pair, or stripes) the forward's."""
     B, N, M = costs.shape
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
     if not B:
         return hv, costs.new_zeros(B), dot
+    if checkpoint and kept is not None and kept.dim() == 4:
+        from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
+
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, kept, checkpoint)
+    if checkpoint:
+        R = None
     if R is None:
         R = forward(costs, gamma, n, m, band, 0, block=block, warps=warps, stripe=stripe)[1]
     if _by_diagonals(costs, 0) if diag is None else diag:
         from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
 
-        return soft_dtw_diag_hvp.hvp(R, gamma, n, m, v_costs, v_gamma, block=rows)
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, block=rows)
     blk, W, S = _plan(costs, M, block, stripe, True)
     warps = warps or _warps(blk)
     T = torch.zeros_like(costs)

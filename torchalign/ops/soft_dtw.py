@@ -10,7 +10,8 @@ column of R, [B, S, N + 1], so that a stripe recomputes its segments alone; [B, 
 otherwise). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
 lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
 and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
-saved R (recomputed with checkpoints), so gradgradcheck passes. Eager calls of
+saved R and kept (with checkpoints it recomputes R a segment at a time where the forward kept
+the segments, else whole), so gradgradcheck passes. Eager calls of
 torchalign.soft_dtw run the implementations (``forward``, ``backward``, ``hvp``) directly with
 ``_Eager``'s autograd (``value``; ops.direct says when).
 
@@ -99,11 +100,12 @@ def _(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma):
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
-def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
-        v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
+def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor, bandwidth: int,
+        checkpoint: int, v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     if _triton(costs):
-        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=R)
+        return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=saved, kept=kept,
+                                           checkpoint=checkpoint)
+    R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
     return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R)
 
 
@@ -111,7 +113,7 @@ soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_
 
 
 @soft_dtw_hvp.register_fake
-def _(costs, gamma, saved, n, m, bandwidth, checkpoint, v_costs, v_gamma):
+def _(costs, gamma, saved, kept, n, m, bandwidth, checkpoint, v_costs, v_gamma):
     B = costs.shape[0]
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
@@ -145,9 +147,9 @@ soft_dtw.register_autograd(_backward, setup_context=_setup)
 
 
 def _setup_backward(ctx, inputs, output):
-    grad, costs, gamma, saved, _kept, n, m, bandwidth, checkpoint, need_gamma = inputs
+    grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma = inputs
     ctx.set_materialize_grads(False)  # (_double_backward makes the zeros it needs)
-    ctx.save_for_backward(grad, costs, gamma, saved, n, m)
+    ctx.save_for_backward(grad, costs, gamma, saved, kept, n, m)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
@@ -156,13 +158,14 @@ def _double_backward(ctx, v_costs, v_gamma, product=None):
     derivative is grad * H v for costs and gamma and dV . v for grad. R (``saved``) gets
     none: H v already holds the whole derivative through it. ``product``: the
     Hessian-vector product's implementation (eager code), else the op."""
-    grad, costs, gamma, saved, n, m = ctx.saved_tensors
+    grad, costs, gamma, saved, kept, n, m = ctx.saved_tensors
     if v_costs is None:
         v_costs = torch.zeros_like(costs)
     if v_gamma is None:
         v_gamma = torch.zeros_like(gamma)
-    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, n, m, ctx.bandwidth,
-                                                                             ctx.checkpoint, v_costs, v_gamma)
+    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, kept, n, m,
+                                                                             ctx.bandwidth, ctx.checkpoint, v_costs,
+                                                                             v_gamma)
     return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None, None)
 
 
