@@ -781,12 +781,13 @@ def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
         torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
 
 
-def _gpu_hvp(costs, gamma, lengths, v, dtype):
+def _gpu_hvp(costs, gamma, lengths, v, dtype, checkpoint=None):
     """The double backward of sum_b weight_b soft_dtw(costs, gamma)_b (weights 1) along v over
     the costs and 1 over gamma, in ``dtype``: (H v over costs, over gamma, dV . v)."""
     c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
     weight = torch.ones(len(gamma), dtype=dtype, device="cuda", requires_grad=True)
-    gc, gg = torch.autograd.grad((ta.soft_dtw(c, gm, lengths=lengths) * weight).sum(), (c, gm), create_graph=True)
+    value = ta.soft_dtw(c, gm, lengths=lengths, checkpoint=checkpoint)
+    gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
     return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
 
 
@@ -815,9 +816,11 @@ def test_gpu_stripes_hessian_vector_product(monkeypatch):
 
 
 @pytest.mark.gpu
-def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch):
+@pytest.mark.parametrize("checkpoint", [None, 32])
+def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch, checkpoint):
     """The double backward's two sweeps by anti-diagonals, strips of 128 or 32 rows (3 and 10
-    a pair), unequal lengths: equal to float64 (the plans say which ran)."""
+    a pair), or with checkpoints strips of K = 32 rows recomputed a segment at a time, unequal
+    lengths: equal to float64 (the plans say which ran)."""
     from torchalign_kernels import soft_dtw_diag_hvp as KDH
     from torchalign_kernels import soft_dtw_hvp as KH
 
@@ -829,13 +832,14 @@ def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch):
     want = _gpu_hvp(costs, gamma, lengths, v, torch.float64)
     ran = []
     diag_hvp = KDH.hvp
-    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(k["block"]) or diag_hvp(*a, **k))
-    for rows in (None, 32):
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(a[9] if len(a) > 9 else k["block"]) or diag_hvp(*a, **k))
+    plans = (None, 32) if checkpoint is None else (None,)
+    for rows in plans:
         set_defaults(monkeypatch, KH.hvp, rows=rows)
-        got = _gpu_hvp(costs, gamma, lengths, v, torch.float32)
+        got = _gpu_hvp(costs, gamma, lengths, v, torch.float32, checkpoint)
         for ours, ref in zip(got, want):
             torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
-    assert ran == [None, 32], ran
+    assert ran == ([None, 32] if checkpoint is None else [checkpoint]), ran  # (strips of rows; of K by segments)
 
 
 @pytest.mark.gpu
