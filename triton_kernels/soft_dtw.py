@@ -106,10 +106,11 @@ def _affine(a1, b1, a2, b2):
 
 
 @triton.jit
-def _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK: tl.constexpr):
+def _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, mus, BLOCK: tl.constexpr):
     """R[i, col] (gamma / ln 2 units) of one column block of row i, col = j0 + lanes: c = its
-    costs (units), prev = R's row i - 1 (row 1: the border 0, inf, inf, ... instead), carry =
-    R[i, j0 - 1]; columns < lo are not this program's: R[i - 1, lo - 1] comes as dg_lo.
+    costs less mu (units), prev = R's row i - 1 (row 1: the border 0, inf, inf, ... instead),
+    carry = R[i, j0 - 1]; columns < lo are not this program's: R[i - 1, lo - 1] comes as
+    dg_lo; the diagonal term gets - mus (the centring, units).
 
     The block's softmins run relative to ref = R[i - 1, j0]: a softmin subtracts
     log2(1 + 2^-d), and where that is below half an ulp of R it rounds away, always the same
@@ -121,7 +122,7 @@ def _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK:
     ref = tl.where(ref == float("inf"), 0.0, ref)  # (outside a band: nothing finite there)
     up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf")) * scale - ref
     dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col > lo), other=float("inf")) * scale
-    dg = tl.where(col == lo, dg_lo, dg) - ref
+    dg = tl.where(col == lo, dg_lo, dg) - mus - ref
     p = _softmin2(up, dg) + c
     q = c
     if band >= 0:
@@ -133,16 +134,16 @@ def _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK:
 
 
 @triton.jit
-def _forward_row(cost_row, prev, out, i, lo, hi, m, scale, band, carry, dg_lo, BLOCK: tl.constexpr):
+def _forward_row(cost_row, prev, out, i, lo, hi, m, scale, band, carry, dg_lo, mu, BLOCK: tl.constexpr):
     """Columns [lo, hi) of R's row i (at ``out``) from row i - 1 at ``prev``, given R[i, lo - 1]
-    (carry) and R[i - 1, lo - 1] (dg_lo) in gamma / ln 2 units: the backward's recompute,
-    the same operations as the forward's (the same floats)."""
+    (carry) and R[i - 1, lo - 1] (dg_lo) in gamma / ln 2 units, centred by mu: the backward's
+    recompute, the same operations as the forward's (the same floats)."""
     lane = tl.arange(0, BLOCK)
     j0 = lo
     while j0 < hi:
         col = j0 + lane
-        c = tl.load(cost_row + col, mask=col < hi, other=0.0) * scale
-        r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK)
+        c = (tl.load(cost_row + col, mask=col < hi, other=0.0) - mu) * scale
+        r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, mu * scale, BLOCK)
         carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
         tl.store(out + col, _unscaled(r, scale), mask=col < hi)
         j0 += BLOCK
@@ -192,17 +193,19 @@ def _hand_over(bnd_ptr, b, s, S, N):
 
 
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
-def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, bnd_ptr, flag_ptr,
-                            err_ptr, N, M, buf_rows, n_saved, band, K, S, W, BLOCK: tl.constexpr):
+def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, buf_ptr, bnd_ptr,
+                            flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W, BLOCK: tl.constexpr):
     """Program (b, s) = divmod(p, S): columns [s W, s W + W) of pair b, row by row, into buf
     (row i in slot (i - 1) % buf_rows: buf is saved itself with K = 0, a two-row ring
     otherwise, rows K, 2K, ... then also going to saved); value[b] = R[n, m]. One step per
     column block of a row; the next step's costs are loaded ahead (their latency hides
     behind the scan). With S > 1 the stripes of a pair run as a wavefront: stripe s waits
     for stripe s - 1's row (flag: rows done) and takes its last R of rows i - 1 and i from
-    bnd ([B, S, N + 1], gamma / ln 2 units)."""
+    bnd ([B, S, N + 1], gamma / ln 2 units). R is centred by mu[b] (R - mu (i + j) stored);
+    the value is not."""
     b, s, n, m, lo = _stripe(n_ptr, m_ptr, S, W, False)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    mu = tl.load(mu_ptr + b)
     if lo < m:
         hi = tl.minimum(lo + W, m)
         lane = tl.arange(0, BLOCK)
@@ -221,7 +224,7 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
             jb = t % blocks
             j0 = lo + jb * BLOCK
             col = j0 + lane
-            c = c_next * scale
+            c = (c_next - mu) * scale
             t1 = t + 1  # prefetch
             col1 = lo + (t1 % blocks) * BLOCK + lane
             c_next = tl.load(cost + (t1 // blocks).to(tl.int64) * M + col1, mask=(col1 < hi) & (col1 * 0 + t1 < steps),
@@ -237,7 +240,7 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
                     dg_lo = from_left
                     carry = tl.load(left + i, volatile=True)
                     from_left = carry
-            r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, BLOCK)
+            r = _forward_block(c, prev, col, j0, lo, dg_lo, i, m, scale, band, carry, mu * scale, BLOCK)
             if j0 + BLOCK < hi:  # a block of this row follows
                 carry = tl.min(tl.where(lane == BLOCK - 1, r, float("inf")), 0)
             tl.store(out + col, _unscaled(r, scale), mask=col < hi)
@@ -252,7 +255,7 @@ def soft_dtw_forward_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_
                     tl.atomic_xchg(flag_ptr + b * S + s, i, sem="release")
             t += 1
         if hi == m:
-            v = tl.load(buf_ptr + (b * buf_rows + (n - 1) % buf_rows) * M + m - 1)
+            v = tl.load(buf_ptr + (b * buf_rows + (n - 1) % buf_rows) * M + m - 1) + mu * (n + m)
             bad = tl.load(err_ptr, volatile=True) != 0
             tl.store(value_ptr + b, tl.where(bad, float("nan"), v))
 
@@ -268,16 +271,16 @@ def _logit(mn, r, ok, scale):
 
 
 @triton.jit
-def _weights(cur, prev, col, i, m, scale):
+def _weights(cur, prev, col, i, m, scale, mu):
     """Softmin weights of cell (i, col)'s predecessors (up, diagonal, left), a softmax of
-    their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev): (ok, zu, zd, zl,
-    log2 Z, wu, wd, wl), z_k = min - R_k (<= 0; -inf and weight 0 where the cell is off the
-    table, outside the pair or unreachable)."""
-    return _weights_from(cur, prev, col, i, m, scale, 0, float("inf"), tl.where(i == 1, 0.0, float("inf")))
+    their -R in gamma / ln 2 units, from R's rows i (cur) and i - 1 (prev), centred by mu (the
+    diagonal's R less mu): (ok, zu, zd, zl, log2 Z, wu, wd, wl), z_k = min - R_k (<= 0; -inf
+    and weight 0 where the cell is off the table, outside the pair or unreachable)."""
+    return _weights_from(cur, prev, col, i, m, scale, 0, float("inf"), tl.where(i == 1, 0.0, float("inf")), mu)
 
 
 @triton.jit
-def _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo):
+def _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo, mu):
     """_weights where R's column lo - 1 is given, not loaded: R[i, lo - 1] (lf_lo) and
     R[i - 1, lo - 1] (dg_lo), as stored (a stripe's left neighbour, or the border)."""
     row = col * 0 + i
@@ -285,7 +288,7 @@ def _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo):
     rc = tl.load(cur + col, mask=inside, other=float("inf"))
     up = tl.load(prev + col, mask=inside & (row > 1), other=float("inf"))
     dg = tl.load(prev + col - 1, mask=inside & (row > 1) & (col > lo), other=float("inf"))
-    dg = tl.where(col == lo, dg_lo, dg)
+    dg = tl.where(col == lo, dg_lo, dg) - mu
     lf = tl.load(cur + col - 1, mask=inside & (col > lo), other=float("inf"))
     lf = tl.where(col == lo, lf_lo, lf)
     return _softmax3(rc, up, dg, lf, inside, scale)
@@ -309,13 +312,13 @@ def _softmax3(rc, up, dg, lf, inside, scale):
 
 
 @triton.jit
-def _left_weight_of_next(cur, prev, col, i, m, scale):
+def _left_weight_of_next(cur, prev, col, i, m, scale, mu):
     """w_left of cell (i, col + 1) for col + 1 < m (else 0): its predecessors' softmax, from
     R's rows i and i - 1 loaded beside the cell's own (no hand-over between lanes)."""
     row = col * 0 + i
     nxt = col + 1 < m
     up = tl.load(prev + col + 1, mask=nxt & (row > 1), other=float("inf"))
-    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf"))  # (row 0: inf past R[0, 0])
+    dg = tl.load(prev + col, mask=nxt & (row > 1), other=float("inf")) - mu  # (row 0: inf past R[0, 0])
     lf = tl.load(cur + col, mask=nxt, other=float("inf"))
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = nxt & (mn < float("inf"))
@@ -344,8 +347,8 @@ def _row_above(buf, saved, b, i, buf_rows, n_saved, M, K):
 
 
 @triton.jit(do_not_specialize=["N", "M", "buf_rows", "n_saved", "band", "K", "S", "W"])
-def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, kept_ptr, buf_ptr, ud_ptr, out_ptr,
-                             gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
+def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, saved_ptr, kept_ptr, buf_ptr, ud_ptr,
+                             out_ptr, gg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, buf_rows, n_saved, band, K, S, W,
                              NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr):
     """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
     grad[b] * E there and gg[b, s] its cells' part of grad[b] * dV/dgamma. R's rows come
@@ -362,6 +365,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
         hi = tl.minimum(lo + W, m)
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
+        mu = tl.load(mu_ptr + b)  # (R as stored is centred: the forward's)
         seed = tl.load(grad_ptr + b)
         lane = tl.arange(0, BLOCK)
         ud = ud_ptr + b * 4 * M
@@ -384,7 +388,7 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                         carry = tl.load(left + r)
                         dg_lo = tl.where(r > 1, tl.load(left + r - 1), float("inf"))
                     _forward_row(cost_ptr + (b * N + r - 1) * M, prev, out, r, lo, hi, m, scale, band, carry, dg_lo,
-                                 BLOCK)
+                                 mu, BLOCK)
                     r += 1
             while i > seg * seg_len:
                 cur = buf_ptr + (b * buf_rows + (i - 1) % buf_rows) * M
@@ -414,8 +418,9 @@ def soft_dtw_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_
                     col = j0 + BLOCK - 1 - lane  # reversed: lane order runs right to left
                     row = col * 0 + i
                     inside = col < hi
-                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo)
-                    w_next = tl.where(col + 1 == hi, w_hi, _left_weight_of_next(cur, prev, col, i, hi, scale))
+                    ok, zu, zd, zl, l2, wu, wd, wlf = _weights_from(cur, prev, col, i, m, scale, lo, lf_lo, dg_lo,
+                                                                    mu)
+                    w_next = tl.where(col + 1 == hi, w_hi, _left_weight_of_next(cur, prev, col, i, hi, scale, mu))
                     a = tl.load(below + col, mask=inside & (row < n), other=0.0)
                     a += tl.load(below + M + col + 1, mask=(col + 1 < hi) & (row < n), other=0.0)
                     a += tl.where(col + 1 == hi, d_hi, 0.0)
@@ -487,19 +492,27 @@ def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | N
     return B, (S if S > 1 else 0), N + 1
 
 
+def centre_of(mu, costs):
+    """mu [B] float32 (None: zeros, no centring)."""
+    return costs.new_zeros(costs.shape[0]) if mu is None else mu.to(costs.dtype).contiguous()
+
+
 def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None,
-            stripe: int | None = None, diag: bool | None = None, rows: int | None = None):
+            stripe: int | None = None, diag: bool | None = None, rows: int | None = None, mu=None):
     """(value [B], saved, kept): saved = R [B, N, M] (checkpoint 0) or its rows K, 2K, ...
     [B, N // K, M]; kept: see kept_shape. costs float32 [B, N, M] contiguous; gamma float32
-    [B]; n, m int64 [B]. ``diag``: by anti-diagonals (soft_dtw_diag, strips of ``rows``
-    rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are the row sweep's."""
+    [B]; n, m int64 [B]; mu float32 [B] or None: the tables hold R - mu (i + j) (the value
+    does not; torchalign.cpu.soft_dtw). ``diag``: by anti-diagonals (soft_dtw_diag, strips of
+    ``rows`` rows), else by rows; None: _by_diagonals's choice. ``block`` and ``warps`` are
+    the row sweep's."""
     B, N, M = costs.shape
+    mu = centre_of(mu, costs)
     kept = costs.new_empty(kept_shape(costs, checkpoint, block, stripe, diag))
     if _by_diagonals(costs, checkpoint) if diag is None else diag:
         from . import soft_dtw_diag  # (here: it imports this module's helpers)
 
         W = _plan(costs, M, block, stripe, True)[1] if kept.shape[1] and kept.dim() == 3 else None
-        return *soft_dtw_diag.forward(costs, gamma, n, m, band, checkpoint, kept, block=rows, stripe=W), kept
+        return *soft_dtw_diag.forward(costs, gamma, n, m, band, checkpoint, kept, mu, block=rows, stripe=W), kept
     full = bool(checkpoint == 0)
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
     buf = saved if full else costs.new_empty(B, 2, M)
@@ -509,7 +522,7 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = 
         bnd = kept if kept.shape[1] else costs.new_empty(B, S, N + 1) if S > 1 else value
         flags, err = _progress_flags(B * S, costs.device)
         keep = saved if saved.numel() else value  # (no rows kept: a pointer that is never written)
-        _launch_fwd((B * S,), costs, gamma.contiguous(), n, m, value, keep, buf, bnd, flags, err, N, M,
+        _launch_fwd((B * S,), costs, gamma.contiguous(), mu, n, m, value, keep, buf, bnd, flags, err, N, M,
                     N if full else 2, saved.shape[1], band, checkpoint, S, W, BLOCK=blk,
                     num_warps=warps or _warps(blk))
     return value, saved, kept
@@ -541,17 +554,19 @@ def _progress_flags(stripes: int, device):
 
 def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,
              block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
-             rows: int | None = None):
-    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0. With
+             rows: int | None = None, mu=None):
+    """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]); padding cells get 0; ``mu``: the
+    forward's centring. With
     checkpoints, stripes only where the forward kept their columns (the same plan). By
     anti-diagonals (soft_dtw_diag_bwd) where the forward kept their segments (``kept`` 4-D),
     or from a full table where _by_diagonals says or ``diag`` forces (strips of ``rows``
     rows); ``block``, ``warps`` and ``stripe`` are the row sweep's."""
     B, N, M = costs.shape
+    mu = centre_of(mu, costs)
     if kept.dim() == 4 if checkpoint else (_by_diagonals(costs, 0) if diag is None else diag):
         from . import soft_dtw_diag_bwd
 
-        return soft_dtw_diag_bwd.backward(grad, costs, gamma, saved, kept, n, m, band, checkpoint, need_gamma,
+        return soft_dtw_diag_bwd.backward(grad, costs, gamma, saved, kept, n, m, band, checkpoint, need_gamma, mu,
                                           block=rows)
     out = torch.zeros_like(costs)
     if not B:
@@ -565,7 +580,7 @@ def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, 
     ud = costs.new_empty(B, 4, M)
     bnd = costs.new_empty(3, B, S, N + 2) if S > 1 else gg
     flags, err = _progress_flags(B * S, costs.device)
-    _launch_bwd((B * S,), grad, costs, gamma.contiguous(), n, m, saved, kept if kept.numel() else gg, buf, ud, out,
+    _launch_bwd((B * S,), grad, costs, gamma.contiguous(), mu, n, m, saved, kept if kept.numel() else gg, buf, ud, out,
                 gg, bnd, flags, err, N, M,
                 N if full else checkpoint, saved.shape[1], band, checkpoint, S, W, NEED_GAMMA=bool(need_gamma),
                 BLOCK=blk, num_warps=warps or _warps(blk))

@@ -90,7 +90,7 @@ def _release(flag, done, m, HAND_OFF: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept", "H", "n_seg"])
-def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
+def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
                          err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, H, n_seg, BLOCK: tl.constexpr,
                          HAND_OFF: tl.constexpr, SEG: tl.constexpr):
     """Program (k, b) from its ticket: rows kH + 1 .. kH + H (H <= BLOCK) of pair b. saved:
@@ -101,13 +101,15 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
     scaled, whence soft_dtw_diag_bwd recomputes a segment; bnd [B, S, M]: each strip's last
     row, scaled, for the strip below; sync: the ticket counter, then a progress counter
     (columns done) per strip; err: waits that gave up. value[b] = R[n, m] from the strip
-    that holds row n."""
+    that holds row n. R is centred by mu[b] everywhere but in the value (soft_dtw.forward)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    mu = tl.load(mu_ptr + b)
+    mus = mu * scale
     r0 = k * H
     if r0 < n:
         offs = tl.arange(0, BLOCK)
@@ -147,14 +149,14 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
         while t < T:
             c = t - offs
             live = lane & (c >= 0) & (c < m)
-            x = c_n * scale
+            x = (c_n - mu) * scale
             c_n = _costs_ahead(crow, c, lane, m)
             if k > 0:
                 if t + 3 > seen:
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
-            v = _banded(_cell(up, diag, left, x), i, c, live, band)
+            v = _banded(_cell(up, diag - mus, left, x), i, c, live, band)
             tl.store(srow + c, v * unit, mask=live & keep)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
@@ -175,7 +177,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, value_ptr, saved_ptr
         if r0 + R == n:
             v = tl.sum(tl.where(i == n, fin, 0.0), 0)
             bad = tl.load(err_ptr, volatile=True) != 0
-            tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale)))
+            tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale) + mu * (n + m)))
 
 
 def segments_shape(B: int, N: int, M: int, checkpoint: int):
@@ -185,11 +187,11 @@ def segments_shape(B: int, N: int, M: int, checkpoint: int):
     return B, triton.cdiv(N, checkpoint), 2 * segments, triton.next_power_of_2(checkpoint)
 
 
-def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, block: int | None = None, warps: int | None = None,
-            stripe: int | None = None):
-    """(value [B], saved) as soft_dtw.forward's, into ``kept``: [B, S, N + 1] with the
-    backward's column stripes of width ``stripe``; 4-D (segments_shape) for the backward by
-    anti-diagonals, the strips then of ``checkpoint`` rows; else [B, 0, N + 1]."""
+def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, mu, block: int | None = None,
+            warps: int | None = None, stripe: int | None = None):
+    """(value [B], saved) as soft_dtw.forward's (centred by ``mu`` [B]), into ``kept``: [B, S,
+    N + 1] with the backward's column stripes of width ``stripe``; 4-D (segments_shape) for
+    the backward by anti-diagonals, the strips then of ``checkpoint`` rows; else [B, 0, N + 1]."""
     B, N, M = costs.shape
     full = checkpoint == 0
     saved = costs.new_empty(B, N if full else N // checkpoint, M)
@@ -202,7 +204,7 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, block: int | N
         bnd = costs.new_empty(B, S, M)
         sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=costs.device)
         W = stripe if kept.shape[1] and not segments else M
-        _launch((B * S,), costs, gamma.contiguous(), n, m, value, saved if saved.numel() else value,
+        _launch((B * S,), costs, gamma.contiguous(), mu, n, m, value, saved if saved.numel() else value,
                 kept if kept.numel() else value, bnd, sync, sync[-1:], N, M, B, S, saved.shape[1], band, checkpoint,
                 W, 0 if segments else kept.shape[1], H, kept.shape[2] // 2 if segments else 0, BLOCK=blk,
                 HAND_OFF=HAND_OFF, SEG=SEGMENT if segments else 0, num_warps=warps or max(1, blk // 32))

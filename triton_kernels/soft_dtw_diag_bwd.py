@@ -39,10 +39,10 @@ from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release, _to
 
 
 @triton.jit
-def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale, band, BLOCK: tl.constexpr):
-    """R (scaled) of the strip's steps t0 - 2 .. t1 - 1 into scr (step t in row t - t0 + 2): the
-    forward's steps from the lanes' R at steps t0 - 2 and t0 - 1 (states; none before step 0)
-    and the row above the strip (top)."""
+def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale, mu, band, BLOCK: tl.constexpr):
+    """R (scaled, centred by mu) of the strip's steps t0 - 2 .. t1 - 1 into scr (step t in row
+    t - t0 + 2): the forward's steps from the lanes' R at steps t0 - 2 and t0 - 1 (states;
+    none before step 0) and the row above the strip (top)."""
     idx_up = tl.maximum(offs - 1, 0)
     tl.debug_barrier()  # (the sweep of the segment after this one has read scr)
     kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
@@ -61,10 +61,10 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     while t < t1:
         c = t - offs
         live = lane & (c >= 0) & (c < m)
-        x = c_n * scale
+        x = (c_n - mu) * scale
         c_n = _costs_ahead(crow, c, lane, m)
         top2 = _top(top, t + 2, m, scale, k)
-        v = _banded(_cell(up, diag, left, x), i, c, live, band)
+        v = _banded(_cell(up, diag - mu * scale, left, x), i, c, live, band)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
         diag = up
         left = v
@@ -75,8 +75,9 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
-def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, saved_ptr, states_ptr, scratch_ptr,
-                                  out_ptr, gg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band,
+def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, saved_ptr, states_ptr,
+                                  scratch_ptr, out_ptr, gg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved,
+                                  n_seg, band,
                                   NEED_GAMMA: tl.constexpr, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
                                   SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the last: rows kH + 1 .. kH + H (H <= BLOCK)
@@ -95,6 +96,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
     r0 = k * H
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+        mu = tl.load(mu_ptr + b)  # (R is centred: the forward's)
         seed = tl.load(grad_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
@@ -149,7 +151,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
                 if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
                     t0 = (t // SEG) * SEG
                     _recompute(scr, states + (t0 // SEG) * 2 * BLOCK, top, crow, k, t0, t + 1, offs, lane, first, i,
-                               m, scale, band, BLOCK)
+                               m, scale, mu, band, BLOCK)
                     at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
                     rc = tl.load(at)
                     lf = tl.load(at - BLOCK)
@@ -174,7 +176,8 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
             e = tl.where((i == n) & (c == m - 1), seed, e)
             e = tl.where(inside, e, 0.0)
             # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, 1.0 if SEG > 0 else scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - (mu * scale if SEG > 0 else mu), lf, inside,
+                                                       1.0 if SEG > 0 else scale)
             tl.store(orow + c, e, mask=inside)
             hand = e * wu + ew_diag
             if k > 0:
@@ -196,11 +199,12 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, n_ptr, m_ptr, s
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)
 
 
-def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool,
+def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, need_gamma: bool, mu,
              block: int | None = None, warps: int | None = None):
     """(grad * dV/dcosts [B, N, M], grad * dV/dgamma [B]) from R's full table ``saved``
     (checkpoint 0: strips of ``block`` rows), or from its rows K, 2K, ... and what the
-    forward kept for the recompute (``kept``, soft_dtw_diag.segments_shape: strips of K rows)."""
+    forward kept for the recompute (``kept``, soft_dtw_diag.segments_shape: strips of K
+    rows); ``mu`` [B]: the forward's centring."""
     B, N, M = costs.shape
     out = torch.zeros_like(costs)
     segments = checkpoint > 0
@@ -213,7 +217,7 @@ def backward(grad, costs, gamma, saved, kept, n, m, band: int, checkpoint: int, 
         sync = torch.zeros(1 + B * S + 1, dtype=torch.int32, device=costs.device)
         seg = soft_dtw_diag.SEGMENT  # (the forward's: looked up at the call, which tests change)
         scratch = costs.new_empty(B * S, seg + 2, blk) if segments else gg
-        _launch((B * S,), grad, costs, gamma.contiguous(), n, m, saved, kept if segments else gg, scratch, out, gg,
+        _launch((B * S,), grad, costs, gamma.contiguous(), mu, n, m, saved, kept if segments else gg, scratch, out, gg,
                 bnd, sync, sync[-1:], N, M, B, S, H, saved.shape[1], kept.shape[2] // 2 if segments else 0, band,
                 NEED_GAMMA=bool(need_gamma), BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg if segments else 0,
                 num_warps=warps or max(1, blk // 32))

@@ -40,8 +40,8 @@ def _store_state(states, t, x, offs, SEG: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
-def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, t_ptr, t_states_ptr, dot_ptr,
-                                 sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr,
+def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, t_ptr, t_states_ptr,
+                                 dot_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr,
                                  HAND_OFF: tl.constexpr, SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the first: T of pair b's rows kH + 1 ..
     kH + H (H <= BLOCK); dot[b] = T[n, m]. SEG = 0: R's full table at r_ptr, T [B, N, M].
@@ -49,7 +49,8 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_pt
     the costs and its rows K, 2K, ... (r_ptr, [B, n_saved, M]); T keeps each strip's last row
     (t_ptr, [B, S, M]) and the lanes' T at the two steps before each segment (t_states, [B, S,
     2 n_seg, BLOCK]). sync: the ticket counter, then a progress counter (columns of the
-    strip's last row in T) per strip; err: waits that gave up."""
+    strip's last row in T) per strip; err: waits that gave up. R is centred by mu[b] (the
+    forward's); T = dR . v is the same either way."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -58,6 +59,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_pt
     r0 = k * H
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+        mu = tl.load(mu_ptr + b)
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
@@ -104,17 +106,18 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_pt
             c = t - offs
             live = lane & (c >= 0) & (c < m)
             if SEG > 0:
-                x_c = c_n * scale
+                x_c = (c_n - mu) * scale
                 c_n = _costs_ahead(cost_ptr + row, c, lane, m)
                 rtop_n = _top(r_top, t + 2, m, scale, k)
-                rc = _banded(_cell(up, dg, lf, x_c), i, c, live, band)
-                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, 1.0)
+                dgc = dg - mu * scale
+                rc = _banded(_cell(up, dgc, lf, x_c), i, c, live, band)
+                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
             else:
                 cn = c + 1
                 nxt = (cn >= 0) & (cn < m)
                 rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
                 up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
-                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, scale)
+                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu, lf, live, scale)
             vx = v_n
             v_n = _costs_ahead(v_ptr + row, c, lane, m)  # (the direction's, as the costs are read)
             if k > 0:
@@ -158,8 +161,8 @@ def _t_top(t_top, c, m, k):
 
 
 @triton.jit
-def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, vg, band,
-               SEG: tl.constexpr, BLOCK: tl.constexpr):
+def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, mu, vg,
+               band, SEG: tl.constexpr, BLOCK: tl.constexpr):
     """R (scaled) and T of the strip's steps t0 - 2 .. t1 - 1 into scr ([2, SEG + 2, BLOCK]:
     step t in row t - t0 + 2 of each), as soft_dtw_diag_bwd._recompute does R: the forward's
     and the tangent sweep's steps from the lanes' values at steps t0 - 2 and t0 - 1 (the
@@ -193,14 +196,15 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
     while t < t1:
         c = t - offs
         live = lane & (c >= 0) & (c < m)
-        x_c = c_n * scale
+        x_c = (c_n - mu) * scale
         c_n = _costs_ahead(crow, c, lane, m)
         vx = v_n
         v_n = _costs_ahead(vrow, c, lane, m)
         rtop_n = _top(r_top, t + 2, m, scale, k)
         ttop_n = _t_top(t_top, t + 2, m, k)
-        rc = _banded(_cell(up, dg, lf, x_c), i, c, live, band)
-        ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, live, 1.0)
+        dgc = dg - mu * scale
+        rc = _banded(_cell(up, dgc, lf, x_c), i, c, live, band)
+        ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
         x = vx + wu * up_t + wd * dg_t + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
         x = tl.where(ok, x, 0.0)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, rc)
@@ -219,8 +223,8 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
 def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
-                                      vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H,
-                                      n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+                                      mu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B,
+                                      S, H, n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
                                       SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the last: out[b] = dE (H v over the costs)
     of rows kH + 1 .. kH + H, hg[b, k] their part of H v over gamma. bnd [2, B, S, M]: the
@@ -238,6 +242,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
     if r0 < n:
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
+        mu = tl.load(mu_ptr + b)  # (R is centred: the forward's)
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
@@ -306,8 +311,8 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                 if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
                     t0 = (t // SEG) * SEG
                     _recompute(scr, r_states + (t0 // SEG) * 2 * BLOCK, t_states + (t0 // SEG) * 2 * BLOCK, r_top,
-                               t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, vg,
-                               band, SEG, BLOCK)
+                               t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, mu,
+                               vg, band, SEG, BLOCK)
                     at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
                     rc = tl.load(at)
                     lf = tl.load(at - BLOCK)
@@ -345,7 +350,8 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             e = tl.where((i == n) & (c == m - 1), 1.0, e)
             e = tl.where(inside, e, 0.0)
             de = tl.where(inside, de, 0.0)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg, lf, inside, 1.0 if SEG > 0 else scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - (mu * scale if SEG > 0 else mu), lf, inside,
+                                                       1.0 if SEG > 0 else scale)
             dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g)
             tl.store(out_ptr + row + c, de, mask=inside)
             hand_e = e * wu + ew_diag
@@ -378,12 +384,13 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, kept=None, checkpoint: int = 0,
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, kept=None, checkpoint: int = 0,
         block: int | None = None, warps: int | None = None):
     """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table ``saved``
     (checkpoint 0: strips of ``block`` rows; T is a full table too), or from its rows K, 2K, ...
     and what the forward kept for the backward's segments (``kept`` 4-D: strips of K rows; T
-    keeps the same: its strips' last rows and the lanes' T before each segment)."""
+    keeps the same: its strips' last rows and the lanes' T before each segment); ``mu`` [B]:
+    the forward's centring."""
     B, N, M = costs.shape
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
@@ -405,11 +412,11 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, kept=None, check
         gamma, v_gamma, v_costs = gamma.contiguous(), v_gamma.contiguous(), v_costs.contiguous()
         warps = warps or max(1, blk // 32)
         const = dict(BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg, num_warps=warps)
-        _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, n, m, T, t_states, dot, tangent, err, N, M, B,
-                        S, H, saved.shape[1], n_seg, band, **const)
+        _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, mu, n, m, T, t_states, dot, tangent, err, N,
+                        M, B, S, H, saved.shape[1], n_seg, band, **const)
         bnd = costs.new_empty(2, B, S, M)
-        _launch_second((B * S,), saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, v_gamma,
-                       n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
+        _launch_second((B * S,), saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, mu,
+                       v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
     return hv, hg.sum(1), dot
 
 

@@ -8,6 +8,12 @@ which serves the whole table (K = N, top = the border row 0, inf, inf, ...) and 
 checkpoint mode (saved rows as tops, segments recomputed). Units, borders and band as in
 torchalign/soft_dtw.py; gamma is a [B] tensor (one per pair).
 
+Centring: with ``mu`` [B] the tables hold R - mu (i + j) (torchalign.soft_dtw's choice of
+mu: the growth of R per unit of i + j, so they hold small numbers whose float32 rounding
+does not grow with the pair). Every path gains i + j one step at a time (two for a
+diagonal move), so R' = (cost - mu) + softmin(up, diagonal - mu, left), the same
+weights, and the value is R'[n, m] + mu (n + m): exact in exact arithmetic.
+
 The backward sweep recomputes each cell's softmin weights of its three predecessors from
 the saved R (a softmax of -R / gamma, normalised per cell, so R - C's rounding never
 enters), and the expected alignment E[i, j] = sum over successors s of E[s] * w_s(i, j).
@@ -69,12 +75,15 @@ def border_row(B: int, M: int, like: torch.Tensor) -> torch.Tensor:
     return top
 
 
-def forward_block(costs: torch.Tensor, top: torch.Tensor, i0: int, gamma: torch.Tensor, band: int) -> torch.Tensor:
-    """Rows i0 + 1 .. i0 + K of R (1-based; [B, K, M], border column left out) from ``costs``
-    [B, K, M] (rows i0 .. i0 + K - 1 of the cost tensor) and ``top`` [B, M + 1], R's row i0."""
+def forward_block(costs: torch.Tensor, top: torch.Tensor, i0: int, gamma: torch.Tensor, band: int,
+                  mu: torch.Tensor) -> torch.Tensor:
+    """Rows i0 + 1 .. i0 + K of R (1-based; [B, K, M], border column left out; centred by mu
+    [B]) from ``costs`` [B, K, M] (rows i0 .. i0 + K - 1 of the cost tensor) and ``top``
+    [B, M + 1], R's row i0."""
     B, K, M = costs.shape
     D = K + M - 1
-    csk = skew(costs, 0.0)
+    csk = skew(costs - mu[:, None, None], 0.0)
+    mu = mu[:, None]
     _, valid = _diag_index(K, M, costs.device)
     ok = valid & _band_ok(K, M, i0 + 1, 1, band, costs.device)
     g = gamma[:, None]
@@ -83,7 +92,7 @@ def forward_block(costs: torch.Tensor, top: torch.Tensor, i0: int, gamma: torch.
     prev1 = torch.cat([top[:, 1:2], inf_col.expand(B, K)], 1)  # ... and d - 1; x = 0: the top row
     out = torch.empty(B, D, K, dtype=costs.dtype, device=costs.device)
     for d in range(D):
-        new = (csk[:, d] + softmin3(prev1[:, :-1], prev2[:, :-1], prev1[:, 1:], g)).masked_fill(~ok[d], INF)
+        new = (csk[:, d] + softmin3(prev1[:, :-1], prev2[:, :-1] - mu, prev1[:, 1:], g)).masked_fill(~ok[d], INF)
         out[:, d] = new
         prev2 = prev1
         prev1 = torch.cat([top[:, d + 2:d + 3] if d + 2 <= M else inf_col, new], 1)
@@ -97,32 +106,40 @@ def _pick(block: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, current: 
     return torch.where(inside, block[b, rows.clamp(0, block.shape[1] - 1), cols], current)
 
 
-def forward(costs, gamma, n, m, band: int, checkpoint: int):
-    """(value [B], saved): saved is R [B, N, M] (checkpoint 0) or R's rows K, 2K, ... [B, N // K, M]."""
+def centre_of(mu, costs):
+    """mu as a [B] tensor of the costs' dtype (None: zeros, no centring)."""
+    return costs.new_zeros(costs.shape[0]) if mu is None else mu.to(costs.dtype)
+
+
+def forward(costs, gamma, n, m, band: int, checkpoint: int, mu=None):
+    """(value [B], saved): saved is R [B, N, M] (checkpoint 0) or R's rows K, 2K, ... [B, N // K, M],
+    centred by ``mu`` [B] (None: not centred); the value is R[n, m] whatever mu."""
     B, N, M = costs.shape
+    mu = centre_of(mu, costs)
     top = border_row(B, M, costs)
     if checkpoint == 0:
-        R = forward_block(costs, top, 0, gamma, band)
-        return _pick(R, n - 1, m - 1, costs.new_zeros(B)), R
+        R = forward_block(costs, top, 0, gamma, band, mu)
+        return _pick(R, n - 1, m - 1, costs.new_zeros(B)) + mu * (n + m), R
     saved = costs.new_empty(B, N // checkpoint, M)
     value = costs.new_zeros(B)
     for s, i0 in enumerate(range(0, N, checkpoint)):
-        blk = forward_block(costs[:, i0:i0 + checkpoint], top, i0, gamma, band)
+        blk = forward_block(costs[:, i0:i0 + checkpoint], top, i0, gamma, band, mu)
         value = _pick(blk, n - 1 - i0, m - 1, value)
         if blk.shape[1] == checkpoint:
             saved[:, s] = blk[:, -1]
         top = torch.cat([top[:, :1].new_full((B, 1), INF), blk[:, -1]], 1)
-    return value, saved
+    return value + mu * (n + m), saved
 
 
 class _Cells:
     """Skewed R of an extended block (row 0: the row above, last row: the row below, column
     0: the border) and, per diagonal, each cell's softmin weights of its predecessors."""
 
-    def __init__(self, rfull, valid, gamma):
+    def __init__(self, rfull, valid, gamma, mu):
         self.r = skew(rfull, INF)
         self.valid = skew(valid, False)
         self.g = gamma[:, None]
+        self.mu = mu[:, None]
 
     def weights(self, dd: int):
         """(w [3, B, X], z [3, B, X], log Z [B, X]) of the cells of diagonal dd (x = 0: zeros;
@@ -131,7 +148,7 @@ class _Cells:
         zero = r.new_zeros(3, B, X)
         if dd < 2 or dd >= r.shape[1]:
             return zero, zero, r.new_zeros(B, X)
-        preds = torch.stack([r[:, dd - 1, :-1], r[:, dd - 2, :-1], r[:, dd - 1, 1:]])  # up, diagonal, left
+        preds = torch.stack([r[:, dd - 1, :-1], r[:, dd - 2, :-1] - self.mu, r[:, dd - 1, 1:]])  # up, diagonal, left
         mn = torch.minimum(torch.minimum(preds[0], preds[1]), preds[2])  # (not .min(0): a reduction costs ms here)
         ok = self.valid[:, dd, 1:] & torch.isfinite(r[:, dd, 1:]) & torch.isfinite(mn)
         z = -(preds - torch.where(ok, mn, torch.zeros_like(mn))) / self.g
@@ -161,12 +178,12 @@ def _extended(top, rblk, r_below, i0, n, m):
     return rfull, valid
 
 
-def backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamma: bool):
+def backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamma: bool, mu):
     """E of a block's rows ([B, K, M]) and its cells' part of dV/dgamma ([B]), from the row
     below's R and E (r_below = inf and e_below = 0 under the last row); E[n, m] = grad."""
     B, K, M = rblk.shape
     rfull, valid = _extended(top, rblk, r_below, i0, n, m)
-    cells = _Cells(rfull, valid, gamma)
+    cells = _Cells(rfull, valid, gamma, mu)
     X, D = K + 2, K + M + 2
     esk = skew(torch.cat([rblk.new_zeros(B, K + 1, M + 1),
                           torch.cat([rblk.new_zeros(B, 1), e_below], 1)[:, None]], 1), 0.0)
@@ -191,34 +208,38 @@ def backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamm
     return unskew(esk[:, :D], M + 1)[:, 1:K + 1, 1:], gg
 
 
-def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool):
-    """(dV/dcosts [B, N, M] (grad times E), dV/dgamma [B]); padding and unreachable cells get 0."""
+def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_gamma: bool, mu=None):
+    """(dV/dcosts [B, N, M] (grad times E), dV/dgamma [B]); padding and unreachable cells get 0.
+    ``mu``: the forward's centring."""
     B, N, M = costs.shape
+    mu = centre_of(mu, costs)
     k = checkpoint or N
     e_below, r_below = costs.new_zeros(B, M), costs.new_full((B, M), INF)
     out = torch.empty_like(costs)
     gg = costs.new_zeros(B)
     for i0 in reversed(range(0, N, k)):
         top = border_row(B, M, costs) if i0 == 0 else torch.cat([costs.new_full((B, 1), INF), saved[:, i0 // k - 1]], 1)
-        rblk = saved if checkpoint == 0 else forward_block(costs[:, i0:i0 + k], top, i0, gamma, band)
-        eblk, g = backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamma)
+        rblk = saved if checkpoint == 0 else forward_block(costs[:, i0:i0 + k], top, i0, gamma, band, mu)
+        eblk, g = backward_block(grad, top, rblk, r_below, e_below, i0, gamma, n, m, need_gamma, mu)
         out[:, i0:i0 + k] = eblk
         gg = gg + g
         e_below, r_below = eblk[:, 0], rblk[:, 0]
     return out, gg
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None):
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, mu=None):
     """Mensch & Blondel's Hessian-vector product of V = R[n, m] in (costs, gamma) along
     (v_costs, v_gamma): a forward sweep of directional derivatives T = dR . v, then a
     backward sweep of E and its directional derivative. Returns (H v restricted to costs
-    [B, N, M], to gamma [B], dV . v [B]). ``R``: the forward's table, if saved (else recomputed)."""
+    [B, N, M], to gamma [B], dV . v [B]). ``R``: the forward's table, if saved (else
+    recomputed); ``mu``: its centring (T = dR . v is the same either way)."""
     B, N, M = costs.shape
+    mu = centre_of(mu, costs)
     if R is None:
-        R = forward_block(costs, border_row(B, M, costs), 0, gamma, band)
+        R = forward_block(costs, border_row(B, M, costs), 0, gamma, band, mu)
     rfull, valid = _extended(border_row(B, M, costs), R, costs.new_full((B, M), INF), 0, n, m)
     rfull, valid = rfull[:, :-1], valid[:, :-1]  # no row below: rows 0..N
-    cells = _Cells(rfull, valid, gamma)
+    cells = _Cells(rfull, valid, gamma, mu)
     X, D = N + 1, N + M + 1
     g, vg = gamma[:, None], v_gamma[:, None]
     vsk = skew(torch.cat([costs.new_zeros(B, 1, M + 1),

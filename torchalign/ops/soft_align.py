@@ -128,15 +128,15 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, m
 CENTRE_BLOCK = 128  # the side of the leading block whose value estimates a centring's growth
 
 
-def leading_block(q_lens, t_lens):
-    """The lengths of each pair's leading block: its shape scaled to at most CENTRE_BLOCK a side
-    (int64 tensors [B], or two ints for pairs that all have one shape)."""
+def leading_block(q_lens, t_lens, K: int = CENTRE_BLOCK):
+    """The lengths of each pair's leading block: its shape scaled to at most K a side (int64
+    tensors [B], or two ints for pairs that all have one shape)."""
     if isinstance(q_lens, int):
         side = max(q_lens, t_lens, 1)
-        return tuple(min(L, (L * CENTRE_BLOCK + side - 1) // side) for L in (q_lens, t_lens))
+        return tuple(min(L, (L * K + side - 1) // side) for L in (q_lens, t_lens))
     side = torch.maximum(q_lens, t_lens).clamp_min(1)
-    n0 = torch.minimum(q_lens, (q_lens * CENTRE_BLOCK + side - 1) // side)  # ceil(n K / side), at most n
-    return n0, torch.minimum(t_lens, (t_lens * CENTRE_BLOCK + side - 1) // side)
+    n0 = torch.minimum(q_lens, (q_lens * K + side - 1) // side)  # ceil(n K / side), at most n
+    return n0, torch.minimum(t_lens, (t_lens * K + side - 1) // side)
 
 
 def _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_scores, z_open, z_extend, mode, linear):

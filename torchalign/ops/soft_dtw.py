@@ -1,19 +1,20 @@
 """The soft-DTW custom ops: forward, backward (itself differentiable) and the Hessian-vector
 product; schemas, fake impls, autograd, and the CPU / CUDA implementations.
 
-``torchalign::soft_dtw(costs, gamma, n, m, bandwidth, checkpoint, check) -> (value, saved,
-kept)``: costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B] (each
-pair's rows and columns), bandwidth (-1: none), checkpoint (0: every row of R is saved,
-[B, N, M]; K: rows K, 2K, ... only, [B, N // K, M], the others recomputed segment by
-segment in the backward; with the kernels' stripes, ``kept`` holds each stripe's last
-column of R, [B, S, N + 1], so that a stripe recomputes its segments alone; [B, 0, N + 1]
-otherwise). ``check=True`` reads gamma, n and m back once and raises on gamma <= 0, bad
-lengths or a band too narrow for a pair. The backward op returns (dV/dcosts, dV/dgamma)
-and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which takes the
-saved R and kept (with checkpoints it recomputes R a segment at a time where the forward kept
-the segments, else whole), so gradgradcheck passes. Eager calls of
-torchalign.soft_dtw run the implementations (``forward``, ``backward``, ``hvp``) directly with
-``_Eager``'s autograd (``value``; ops.direct says when).
+``torchalign::soft_dtw(costs, gamma, n, m, mu, bandwidth, checkpoint, check) -> (value,
+saved, kept)``: costs float32 / float64 [B, N, M], gamma [B] (same dtype), n / m int64 [B]
+(each pair's rows and columns), mu (None or [B]: the tables hold R - mu (i + j), a centring
+that changes only the rounding; torchalign.cpu.soft_dtw), bandwidth (-1: none), checkpoint
+(0: every row of R is saved, [B, N, M]; K: rows K, 2K, ... only, [B, N // K, M], the others
+recomputed segment by segment in the backward; with the kernels' stripes, ``kept`` holds
+each stripe's last column of R, [B, S, N + 1], so that a stripe recomputes its segments
+alone; [B, 0, N + 1] otherwise). ``check=True`` reads gamma, n and m back once and raises on
+gamma <= 0, bad lengths or a band too narrow for a pair. The backward op returns (dV/dcosts,
+dV/dgamma) and has its own autograd: the Hessian-vector product op (Mensch & Blondel), which
+takes the saved R and kept (with checkpoints it recomputes R a segment at a time where the
+forward kept the segments, else whole), so gradgradcheck passes. Eager calls of
+torchalign.soft_dtw run the implementations (``forward``, ``backward``, ``hvp``) directly
+with ``_Eager``'s autograd (``value``; ops.direct says when).
 
 CUDA float32 runs the Triton kernels (torchalign_kernels.soft_dtw, soft_dtw_hvp); CPU
 tensors and float64 CUDA tensors run the torch code of torchalign.cpu.soft_dtw.
@@ -53,13 +54,14 @@ def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) 
                          f"lies outside the Sakoe-Chiba band; use bandwidth >= {gap} or None")
 
 
-def forward(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, checkpoint: int,
+def forward(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, mu: Tensor | None, bandwidth: int, checkpoint: int,
             check: bool) -> tuple[Tensor, Tensor, Tensor]:
     if check:
         _check(gamma, n, m, costs.shape[1], costs.shape[2], bandwidth)
     if _triton(costs):
-        return kernels("soft_dtw").forward(costs, gamma, n, m, bandwidth, checkpoint)
-    return *cpu.forward(costs, gamma, n, m, bandwidth, checkpoint), costs.new_empty(_kept_shape(costs, checkpoint))
+        return kernels("soft_dtw").forward(costs, gamma, n, m, bandwidth, checkpoint, mu=mu)
+    return (*cpu.forward(costs, gamma, n, m, bandwidth, checkpoint, mu),
+            costs.new_empty(_kept_shape(costs, checkpoint)))
 
 
 soft_dtw = torch.library.custom_op("torchalign::soft_dtw", forward, mutates_args=(), device_types=DEVICES)
@@ -78,17 +80,18 @@ def _kept_shape(costs, checkpoint):
 
 
 @soft_dtw.register_fake
-def _(costs, gamma, n, m, bandwidth, checkpoint, check):
+def _(costs, gamma, n, m, mu, bandwidth, checkpoint, check):
     return (costs.new_empty(costs.shape[0]), costs.new_empty(_saved_shape(costs, checkpoint)),
             costs.new_empty(_kept_shape(costs, checkpoint)))
 
 
 def backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor,
-             bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
+             mu: Tensor | None, bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
     grad = grad.contiguous()
     if _triton(costs):
-        return kernels("soft_dtw").backward(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma)
-    return cpu.backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma)
+        return kernels("soft_dtw").backward(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma,
+                                            mu=mu)
+    return cpu.backward(grad, costs, gamma, saved, n, m, bandwidth, checkpoint, need_gamma, mu)
 
 
 soft_dtw_backward = torch.library.custom_op("torchalign::soft_dtw_backward", backward, mutates_args=(),
@@ -96,33 +99,33 @@ soft_dtw_backward = torch.library.custom_op("torchalign::soft_dtw_backward", bac
 
 
 @soft_dtw_backward.register_fake
-def _(grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma):
+def _(grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, need_gamma):
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
-def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor, bandwidth: int,
-        checkpoint: int, v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor, mu: Tensor | None,
+        bandwidth: int, checkpoint: int, v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     if _triton(costs):
         return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=saved, kept=kept,
-                                           checkpoint=checkpoint)
+                                           checkpoint=checkpoint, mu=mu)
     R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
-    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R)
+    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R, mu=mu)
 
 
 soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_args=(), device_types=DEVICES)
 
 
 @soft_dtw_hvp.register_fake
-def _(costs, gamma, saved, kept, n, m, bandwidth, checkpoint, v_costs, v_gamma):
+def _(costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, v_costs, v_gamma):
     B = costs.shape[0]
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
 
 def _save(ctx, inputs, saved, kept):
     """What the backward reads: costs, gamma, the forward's saved rows and kept columns, n,
-    m; the band and K."""
-    costs, gamma, n, m, bandwidth, checkpoint, _ = inputs
-    ctx.save_for_backward(costs, gamma, saved, kept, n, m)
+    m, the centring; the band and K."""
+    costs, gamma, n, m, mu, bandwidth, checkpoint, _ = inputs
+    ctx.save_for_backward(costs, gamma, saved, kept, n, m, mu)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
@@ -134,22 +137,22 @@ def _setup(ctx, inputs, output):
 
 def _backward(ctx, grad_value, *_grad_saved, backward_fn=None):
     """``backward_fn``: _EagerBackward.apply or the backward's implementation (eager code), else the op."""
-    costs, gamma, saved, kept, n, m = ctx.saved_tensors
+    costs, gamma, saved, kept, n, m, mu = ctx.saved_tensors
     if grad_value is None:
-        return None, None, None, None, None, None, None
+        return None, None, None, None, None, None, None, None
     g_costs, g_gamma = (backward_fn or torch.ops.torchalign.soft_dtw_backward)(
-        grad_value, costs, gamma, saved, kept, n, m, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
+        grad_value, costs, gamma, saved, kept, n, m, mu, ctx.bandwidth, ctx.checkpoint, ctx.needs_input_grad[1])
     return (g_costs if ctx.needs_input_grad[0] else None, g_gamma if ctx.needs_input_grad[1] else None,
-            None, None, None, None, None)
+            None, None, None, None, None, None)
 
 
 soft_dtw.register_autograd(_backward, setup_context=_setup)
 
 
 def _setup_backward(ctx, inputs, output):
-    grad, costs, gamma, saved, kept, n, m, bandwidth, checkpoint, need_gamma = inputs
+    grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, need_gamma = inputs
     ctx.set_materialize_grads(False)  # (_double_backward makes the zeros it needs)
-    ctx.save_for_backward(grad, costs, gamma, saved, kept, n, m)
+    ctx.save_for_backward(grad, costs, gamma, saved, kept, n, m, mu)
     ctx.bandwidth, ctx.checkpoint = bandwidth, checkpoint
 
 
@@ -158,15 +161,15 @@ def _double_backward(ctx, v_costs, v_gamma, product=None):
     derivative is grad * H v for costs and gamma and dV . v for grad. R (``saved``) gets
     none: H v already holds the whole derivative through it. ``product``: the
     Hessian-vector product's implementation (eager code), else the op."""
-    grad, costs, gamma, saved, kept, n, m = ctx.saved_tensors
+    grad, costs, gamma, saved, kept, n, m, mu = ctx.saved_tensors
     if v_costs is None:
         v_costs = torch.zeros_like(costs)
     if v_gamma is None:
         v_gamma = torch.zeros_like(gamma)
-    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, kept, n, m,
+    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, kept, n, m, mu,
                                                                              ctx.bandwidth, ctx.checkpoint, v_costs,
                                                                              v_gamma)
-    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None, None)
+    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None, None, None)
 
 
 soft_dtw_backward.register_autograd(_double_backward, setup_context=_setup_backward)
