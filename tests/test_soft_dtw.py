@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 import math
 
 import pytest
@@ -30,6 +31,13 @@ def _ref(costs, gamma, n=None, m=None, bandwidth=None):
         grads[b, :nb, :mb] = torch.tensor(gc, dtype=torch.float64)
         ggs.append(gg)
     return torch.tensor(vals, dtype=torch.float64), grads, torch.tensor(ggs, dtype=torch.float64)
+
+
+def _arg(fn, name, args, kwargs):
+    """The value of fn's parameter ``name`` in a call fn(*args, **kwargs), its default if not passed."""
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.arguments[name]
 
 
 def _ours(costs, gamma, **kw):
@@ -93,18 +101,27 @@ def test_float32_equals_reference(B, N, M, band, checkpoint, with_lengths):
 @pytest.fixture
 def centred(monkeypatch):
     """Centre every float32 pair wider than 2 (torchalign.soft_dtw centres those wider than
-    CENTRE_BLOCK): the small pairs of the kernel tests then run the tables as R - mu (i + j)."""
-    monkeypatch.setattr(importlib.import_module("torchalign.soft_dtw"), "CENTRE_BLOCK", 2)
+    CENTRE_BLOCK): the small pairs of the kernel tests then run the tables as R - mu (i + j),
+    and the Hessian-vector product's tangents as T - nu (i + j) whatever the drift's noise."""
+    ops = importlib.import_module("torchalign.ops.soft_dtw")
+    monkeypatch.setattr(ops, "CENTRE_BLOCK", 2)
+    monkeypatch.setattr(ops, "DRIFT_CLEAR", 0.0)
 
 
 @pytest.mark.parametrize("checkpoint", [0, 3])
-def test_centring_is_exact(checkpoint):
+@pytest.mark.parametrize("direction", ["random", "the costs"])
+def test_centring_is_exact(checkpoint, direction):
     """The ops with a centring mu (any: here far from R's growth, and of both signs) give the
     value, both gradients and the Hessian-vector product of the plain ops (float64, to
-    rounding), with lengths and a band; mu only moves what the tables hold."""
+    rounding), with lengths and a band; mu only moves what the tables hold. Along the costs
+    themselves the product's tangents drift, and are centred too (nu)."""
+    from torchalign.ops import soft_dtw as ops
+
     costs, gamma, n, m = _case(3, 9, 11, True, seed=29)
     n, m = _in_band(n, m, 4)
-    v, vg = torch.randn(3, 9, 11, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+    noise = torch.randn(3, 9, 11, generator=torch.Generator().manual_seed(30), dtype=torch.float64)
+    v = noise if direction == "random" else costs - 1.5
+    vg = torch.zeros(3, dtype=torch.float64)
     got = []
     for mu in (None, torch.tensor([3.0, -2.5, 0.7], dtype=torch.float64)):
         value, saved, kept = torch.ops.torchalign.soft_dtw(costs, gamma, n, m, mu, 4, checkpoint, True)
@@ -115,6 +132,8 @@ def test_centring_is_exact(checkpoint):
     for a, b in zip(got[0][:-1], got[1][:-1]):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
     assert not torch.allclose(got[0][-1], got[1][-1])  # (the tables do differ)
+    nu = ops._tangent_centre(costs, gamma, n, m, torch.zeros(3, dtype=torch.float64), 4, v, vg)
+    assert ((nu != 0).any() if direction == "the costs" else (nu == 0).all()), nu  # (noise: no drift taken)
 
 
 def test_float32_centred_gradient_in_a_band_at_small_gamma(monkeypatch):
@@ -122,7 +141,7 @@ def test_float32_centred_gradient_in_a_band_at_small_gamma(monkeypatch):
     in a band the plain gradient of a 650 x 770 pair of unit-normal costs was 7e-4 off
     float64 on the CPU and 1.5e-3 on the H100. Centred (the default past CENTRE_BLOCK) it is
     well within the issue's 1e-3 (measured ~3e-5), and several times nearer than plain."""
-    sdtw = importlib.import_module("torchalign.soft_dtw")
+    sdtw = importlib.import_module("torchalign.ops.soft_dtw")
     g = torch.Generator().manual_seed(27)
     costs = torch.randn(1, 650, 770, generator=g, dtype=torch.float64)
     want = _ours(costs, 0.2, bandwidth=150)
@@ -542,7 +561,8 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe
     if band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
     g = torch.Generator().manual_seed(17)
-    v = torch.randn(B, N, M, generator=g, dtype=torch.float64)
+    # a direction that drifts as the costs do (their own, noisy): the tangents get centred too
+    v = costs - 1.5 + 0.5 * torch.randn(B, N, M, generator=g, dtype=torch.float64)
     got = []
     for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
         c = costs.to(dtype).requires_grad_(True)
@@ -573,11 +593,12 @@ def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, 
         set_defaults(monkeypatch, fn, diag=True)
     ran = []
     diag_hvp = KDH.hvp
-    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(a[10] if len(a) > 10 else 0) or diag_hvp(*a, **k))
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(_arg(diag_hvp, "checkpoint", a, k))
+                        or diag_hvp(*a, **k))
     costs, gamma, n, m = _case(B, N, M, True, seed=B + N * M + segment)
     if band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
-    v = torch.randn(B, N, M, generator=torch.Generator().manual_seed(28), dtype=torch.float64)
+    v = costs - 1.5 + 0.5 * torch.randn(B, N, M, generator=torch.Generator().manual_seed(28), dtype=torch.float64)
     got = []
     for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
         c = costs.to(dtype).requires_grad_(True)
@@ -704,10 +725,11 @@ def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
             torch.zeros(2, B, 2, M)
         syncs = torch.zeros(2, 4, dtype=torch.int32)
         syncs[0, 0] = start
-        KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, R, v, vg, gamma, gamma * 0, n, m, T, T, dot, syncs[0],
+        zero = torch.zeros(B)  # (no centring: mu, nu)
+        KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, R, v, vg, gamma, zero, zero, n, m, T, T, dot, syncs[0],
                                                        syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
                                                        HAND_OFF=4, SEG=0)
-        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, R, v, T, T, T, gamma, gamma * 0, vg, n, m, hv, hg, bnd,
+        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, R, v, T, T, T, gamma, zero, zero, vg, n, m, hv, hg, bnd,
                                                     syncs[1], syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
                                                     HAND_OFF=4, SEG=0)
         outputs = (dot, hv, hg)
@@ -784,8 +806,10 @@ def test_gpu_stripes_equal_one_program_per_pair(monkeypatch, checkpoint):
         plans = []
         monkeypatch.setattr(K, "_plan", lambda *a: plans.append(plan(*a)) or plans[-1])
         got.append(_ours(costs, torch.tensor([1.0, 0.2, 3.0]).cuda(), lengths=lengths, checkpoint=checkpoint))
-        # (forward and backward; with checkpoints, the kept columns' shape first)
-        assert [S for _, _, S in plans] == [8 if stripes else 1] * (3 if checkpoint else 2), plans
+        # (forward and backward; with checkpoints, the kept columns' shape first; the centring's
+        # leading block before them)
+        calls = 3 if checkpoint else 2
+        assert [S for _, _, S in plans[-calls:]] == [8 if stripes else 1] * calls, plans
     want = _ours(costs.double(), torch.tensor([1.0, 0.2, 3.0], dtype=torch.float64).cuda(), lengths=lengths)
     for value, g_costs, g_gamma in got:
         torch.testing.assert_close(value.double(), want[0], rtol=1e-5, atol=1e-5)
@@ -814,7 +838,9 @@ def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
     want = _ours(costs.double(), gamma.double().cuda(), lengths=lengths, bandwidth=band)
     ran = []
     forward, backward = KD.forward, KB.backward
-    monkeypatch.setattr(KD, "forward", lambda *a, **k: ran.append(("fwd", k["block"])) or forward(*a, **k))
+    # (the pairs' sweeps, not the centring's leading block: 64 rows)
+    monkeypatch.setattr(KD, "forward", lambda *a, **k: a[0].shape[1] == 700 and ran.append(("fwd", k["block"]))
+                        or forward(*a, **k))
     monkeypatch.setattr(KB, "backward", lambda *a, **k: ran.append(("bwd", k["block"])) or backward(*a, **k))
     for rows in (None, 32):  # (None: 128 here)
         set_defaults(monkeypatch, K.forward, rows=rows)
@@ -881,7 +907,8 @@ def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch, checkpoint):
     want = _gpu_hvp(costs, gamma, lengths, v, torch.float64)
     ran = []
     diag_hvp = KDH.hvp
-    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(a[9] if len(a) > 9 else k["block"]) or diag_hvp(*a, **k))
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(_arg(diag_hvp, "checkpoint", a, k) or k["block"])
+                        or diag_hvp(*a, **k))
     plans = (None, 32) if checkpoint is None else (None,)
     for rows in plans:
         set_defaults(monkeypatch, KH.hvp, rows=rows)

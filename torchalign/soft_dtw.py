@@ -9,7 +9,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .inputs import check_int, full_lengths
-from .ops.soft_align import leading_block
+from .ops import soft_dtw as ops_soft_dtw
 from .ops.soft_dtw import value as op_value
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -100,37 +100,10 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
                          f"the Sakoe-Chiba band; use bandwidth >= {abs(N - M)} or None")
     # values to read back: the lengths, a gamma tensor's positivity (one read, inside the op)
     reads = check and (lengths is not None or isinstance(gamma, torch.Tensor))
-    mu = _centre(work, g, n, m, band, lengths is None) if work.dtype == torch.float32 and max(N, M) > CENTRE_BLOCK \
-        else None
+    mu = None  # float32 tables centred (ops.soft_dtw.centre) where the pair is wider than the block
+    if work.dtype == torch.float32 and max(N, M) > ops_soft_dtw.CENTRE_BLOCK:
+        mu = ops_soft_dtw.centre(work, g, n, m, band, lengths is None)
     return op_value(work, g, n, m, mu, band, k, reads)
-
-
-# The side of the leading block whose value gives the centring: one more forward of B x 64^2
-# cells a call. In float32 the plain tables carry R's rounding, eps |R| with |R| ~ |mu| (i + j),
-# into every softmin weight (/ gamma): at gamma 0.2 in a band a 650 x 770 pair's gradient was
-# 1.5e-3 off float64 (benchmarks/NOTES.md, sessions 27 and 29)
-CENTRE_BLOCK = 64
-
-
-def _centre(work, g, n, m, band: int, full: bool):
-    """mu [B], R's growth per unit of i + j estimated from a leading block of each pair (its
-    shape scaled to CENTRE_BLOCK a side), for the op's centring: its tables then hold
-    R - mu (i + j), small numbers near the soft path, and its value and gradients are the
-    same up to rounding (exact in exact arithmetic, so a poor mu, e.g. of costs that drift,
-    only keeps the plain rounding). 0 where the block's value is not finite. ``full``: every
-    pair is the whole N x M, and so is every block."""
-    with torch.no_grad():
-        B, N, M = work.shape
-        if full:
-            n0, m0 = leading_block(N, M, CENTRE_BLOCK)
-            blk = work[:, :n0, :m0]
-            n0, m0 = full_lengths(B, n0, m0, work.device)
-        else:
-            n0, m0 = leading_block(n, m, CENTRE_BLOCK)
-            blk = work[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
-        value = op_value(blk.detach().contiguous(), g.detach(), n0, m0, None, band, blk.shape[1] + 1, False)
-        mu = value / (n0 + m0).to(value.dtype)
-        return torch.where(torch.isfinite(mu), mu, 0.0)
 
 
 def soft_dtw_divergence(x: torch.Tensor, y: torch.Tensor, gamma=1.0, *, lengths=None,

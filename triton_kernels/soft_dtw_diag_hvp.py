@@ -40,9 +40,9 @@ def _store_state(states, t, x, offs, SEG: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
-def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, t_ptr, t_states_ptr,
-                                 dot_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr,
-                                 HAND_OFF: tl.constexpr, SEG: tl.constexpr):
+def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, nu_ptr, n_ptr, m_ptr, t_ptr,
+                                 t_states_ptr, dot_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band,
+                                 BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the first: T of pair b's rows kH + 1 ..
     kH + H (H <= BLOCK); dot[b] = T[n, m]. SEG = 0: R's full table at r_ptr, T [B, N, M].
     SEG > 0 (checkpoints, strips of H = K rows): R recomputed by the forward's recurrence from
@@ -50,7 +50,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
     (t_ptr, [B, S, M]) and the lanes' T at the two steps before each segment (t_states, [B, S,
     2 n_seg, BLOCK]). sync: the ticket counter, then a progress counter (columns of the
     strip's last row in T) per strip; err: waits that gave up. R is centred by mu[b] (the
-    forward's); T = dR . v is the same either way."""
+    forward's), T by nu[b]: T - nu (i + j) is stored (the diagonal's T and each v get -nu)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -60,6 +60,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
         mu = tl.load(mu_ptr + b)
+        nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
@@ -125,7 +126,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
-            x = vx + wu * up_t + wd * dg_t + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+            x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
             x = tl.where(ok, x, 0.0)
             if SEG > 0:
                 if publish:
@@ -141,7 +142,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 dg = up
                 rc = rc_n
                 up = up_n
-            tl.store(dot_ptr + b + offs * 0, x, mask=live & (i == n) & (c == m - 1))
+            tl.store(dot_ptr + b + offs * 0, x + nu * (n + m), mask=live & (i == n) & (c == m - 1))
             dg_t = up_t
             left_t = x
             up_t = tl.where(first, top, tl.gather(x, idx_up, 0))
@@ -161,8 +162,8 @@ def _t_top(t_top, c, m, k):
 
 
 @triton.jit
-def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, mu, vg,
-               band, SEG: tl.constexpr, BLOCK: tl.constexpr):
+def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, mu, nu,
+               vg, band, SEG: tl.constexpr, BLOCK: tl.constexpr):
     """R (scaled) and T of the strip's steps t0 - 2 .. t1 - 1 into scr ([2, SEG + 2, BLOCK]:
     step t in row t - t0 + 2 of each), as soft_dtw_diag_bwd._recompute does R: the forward's
     and the tangent sweep's steps from the lanes' values at steps t0 - 2 and t0 - 1 (the
@@ -205,7 +206,7 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
         dgc = dg - mu * scale
         rc = _banded(_cell(up, dgc, lf, x_c), i, c, live, band)
         ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
-        x = vx + wu * up_t + wd * dg_t + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+        x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
         x = tl.where(ok, x, 0.0)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, rc)
         tl.store(scr + plane + (t - t0 + 2) * BLOCK + offs, x)
@@ -223,8 +224,8 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
 def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
-                                      mu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B,
-                                      S, H, n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
+                                      mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr,
+                                      N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
                                       SEG: tl.constexpr):
     """Program (k, b) from its ticket, strips from the last: out[b] = dE (H v over the costs)
     of rows kH + 1 .. kH + H, hg[b, k] their part of H v over gamma. bnd [2, B, S, M]: the
@@ -242,7 +243,8 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
     if r0 < n:
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
-        mu = tl.load(mu_ptr + b)  # (R is centred: the forward's)
+        mu = tl.load(mu_ptr + b)  # (R and T are centred: the forward's, the tangent sweep's)
+        nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
         offs = tl.arange(0, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
@@ -312,7 +314,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                     t0 = (t // SEG) * SEG
                     _recompute(scr, r_states + (t0 // SEG) * 2 * BLOCK, t_states + (t0 // SEG) * 2 * BLOCK, r_top,
                                t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, mu,
-                               vg, band, SEG, BLOCK)
+                               nu, vg, band, SEG, BLOCK)
                     at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
                     rc = tl.load(at)
                     lf = tl.load(at - BLOCK)
@@ -352,7 +354,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             de = tl.where(inside, de, 0.0)
             ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - (mu * scale if SEG > 0 else mu), lf, inside,
                                                        1.0 if SEG > 0 else scale)
-            dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g)
+            dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
             tl.store(out_ptr + row + c, de, mask=inside)
             hand_e = e * wu + ew_diag
             hand_d = de * wu + e * dwu + dw_diag
@@ -384,13 +386,13 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, kept=None, checkpoint: int = 0,
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, nu, kept=None, checkpoint: int = 0,
         block: int | None = None, warps: int | None = None):
     """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table ``saved``
     (checkpoint 0: strips of ``block`` rows; T is a full table too), or from its rows K, 2K, ...
     and what the forward kept for the backward's segments (``kept`` 4-D: strips of K rows; T
     keeps the same: its strips' last rows and the lanes' T before each segment); ``mu`` [B]:
-    the forward's centring."""
+    the forward's centring; ``nu`` [B]: T's (soft_dtw_hvp.hvp)."""
     B, N, M = costs.shape
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
@@ -412,11 +414,11 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, kept=None, c
         gamma, v_gamma, v_costs = gamma.contiguous(), v_gamma.contiguous(), v_costs.contiguous()
         warps = warps or max(1, blk // 32)
         const = dict(BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg, num_warps=warps)
-        _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, mu, n, m, T, t_states, dot, tangent, err, N,
-                        M, B, S, H, saved.shape[1], n_seg, band, **const)
+        _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, mu, nu, n, m, T, t_states, dot, tangent, err,
+                        N, M, B, S, H, saved.shape[1], n_seg, band, **const)
         bnd = costs.new_empty(2, B, S, M)
         _launch_second((B * S,), saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, mu,
-                       v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
+                       nu, v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
     return hv, hg.sum(1), dot
 
 

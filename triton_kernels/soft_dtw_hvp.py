@@ -37,8 +37,8 @@ def _pair_affine(a1, d1, p1, q1, a2, d2, p2, q2):
 
 
 @triton.jit(do_not_specialize=["N", "M", "S", "W"])
-def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, t_ptr, dot_ptr, flag_ptr, err_ptr,
-                            N, M, S, W, BLOCK: tl.constexpr):
+def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, nu_ptr, n_ptr, m_ptr, t_ptr, dot_ptr, flag_ptr,
+                            err_ptr, N, M, S, W, BLOCK: tl.constexpr):
     """Program (b, s) = divmod(p, S): T [B, N, M] of pair b's columns [s W, s W + W) (0 off
     the pair) and dot[b] = T[n, m]. With S > 1 stripe s waits for stripe s - 1's row (flag:
     rows done) and reads T of its last column from T itself."""
@@ -47,6 +47,7 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_pt
         hi = tl.minimum(lo + W, m)
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
         mu = tl.load(mu_ptr + b)  # (R is centred: the forward's)
+        nu = tl.load(nu_ptr + b)  # (T too: T - nu (i + j) is stored, soft_dtw_diag_hvp's)
         vg = tl.load(vg_ptr + b)
         lane = tl.arange(0, BLOCK)
         seen = n * 0  # rows of stripe s - 1 known done
@@ -69,7 +70,7 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_pt
                 tu = tl.load(t_ptr + at - M + col, mask=inside & (row > 1), other=0.0)
                 td = tl.load(t_ptr + at - M + col - 1, mask=inside & (row > 1) & (col > lo), other=0.0)
                 td = tl.where(col == lo, t_dg, td)
-                a = tl.load(v_ptr + at + col, mask=inside, other=0.0) + wu * tu + wd * td \
+                a = tl.load(v_ptr + at + col, mask=inside, other=0.0) - nu + wu * tu + wd * (td - nu) \
                     + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
                 a = tl.where(ok, a, 0.0)
                 A, Bm = tl.associative_scan((a, wl), 0, _affine)
@@ -84,7 +85,8 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, n_ptr, m_pt
             i += 1
         if hi == m:
             bad = tl.load(err_ptr, volatile=True) != 0
-            tl.store(dot_ptr + b, tl.where(bad, float("nan"), tl.load(t_ptr + (b * N + n - 1) * M + m - 1)))
+            t_nm = tl.load(t_ptr + (b * N + n - 1) * M + m - 1) + nu * (n + m)
+            tl.store(dot_ptr + b, tl.where(bad, float("nan"), t_nm))
 
 
 @triton.jit
@@ -99,7 +101,7 @@ def _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g):
 
 
 @triton.jit(do_not_specialize=["N", "M", "S", "W"])
-def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr, wl_ptr, out_ptr,
+def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr, wl_ptr, out_ptr,
                                  hg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, S, W, BLOCK: tl.constexpr):
     """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] = dE
     there (H v over the costs), hg[b, s] its cells' part of H v over gamma. sc: [2 row
@@ -114,6 +116,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, vg_ptr, n_ptr,
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
         mu = tl.load(mu_ptr + b)
+        nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
         lane = tl.arange(0, BLOCK)
         sc = sc_ptr + b * 8 * M
@@ -152,7 +155,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, vg_ptr, n_ptr,
                 tu = tl.load(t_ptr + at - M + col, mask=inside & (row > 1), other=0.0)
                 td = tl.load(t_ptr + at - M + col - 1, mask=inside & (row > 1) & (col >= 1), other=0.0)
                 tlf = tl.load(t_ptr + at + col - 1, mask=inside & (col >= 1), other=0.0)
-                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g)
+                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
                 tl.store(wrow + col, wl, mask=inside)
                 tl.store(wrow + M + col, dwl, mask=inside)
                 tl.debug_barrier()
@@ -200,16 +203,17 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, vg_ptr, n_ptr,
 
 def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, checkpoint: int = 0,
         block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
-        rows: int | None = None, mu=None):
+        rows: int | None = None, mu=None, nu=None):
     """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs.
     ``R``: what the forward saved, its table [B, N, M] (checkpoint 0) or rows K, 2K, ..., and
     ``kept`` beside it. Where the forward kept the backward's segments by anti-diagonals (kept
     4-D) the product recomputes them too (soft_dtw_diag_hvp); else, with checkpoints, from a
     whole table recomputed. By anti-diagonals (strips of ``rows`` rows) where
     soft_dtw._by_diagonals says or ``diag`` forces; else by rows, the plan (one program per
-    pair, or stripes) the forward's. ``mu``: the forward's centring (soft_dtw.forward)."""
+    pair, or stripes) the forward's. ``mu``: the forward's centring (soft_dtw.forward); ``nu``
+    [B] or None: the tangents' (T = dR . v held as T - nu (i + j), the same products)."""
     B, N, M = costs.shape
-    mu = centre_of(mu, costs)
+    mu, nu = centre_of(mu, costs), centre_of(nu, costs)
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
     if not B:
@@ -217,7 +221,7 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     if checkpoint and kept is not None and kept.dim() == 4:
         from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
 
-        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, kept, checkpoint)
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, kept, checkpoint)
     if checkpoint:
         R = None
     if R is None:
@@ -225,7 +229,7 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     if _by_diagonals(costs, 0) if diag is None else diag:
         from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
 
-        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, block=rows)
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, block=rows)
     blk, W, S = _plan(costs, M, block, stripe, True)
     warps = warps or _warps(blk)
     T = torch.zeros_like(costs)
@@ -233,13 +237,13 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     half = -(-B * S // 4) * 4  # (each sweep's counters at a 16-byte boundary)
     flags, err = _progress_flags(2 * half, costs.device)
     gamma, v_gamma = gamma.contiguous(), v_gamma.contiguous()
-    soft_dtw_tangent_kernel[(B * S,)](R, v_costs.contiguous(), v_gamma, gamma, mu, n, m, T, dot, flags, err, N, M, S,
-                                      W, BLOCK=blk, num_warps=warps)
+    soft_dtw_tangent_kernel[(B * S,)](R, v_costs.contiguous(), v_gamma, gamma, mu, nu, n, m, T, dot, flags, err, N, M,
+                                      S, W, BLOCK=blk, num_warps=warps)
     scratch = costs.new_empty(B, 8, M)
     wl = costs.new_empty(B, 2, M)
     bnd = costs.new_empty(6, B, S, N + 2) if S > 1 else hg
-    soft_dtw_hvp_backward_kernel[(B * S,)](R, T, gamma, mu, v_gamma, n, m, scratch, wl, hv, hg, bnd, flags[half:],
-                                           err, N, M, S, W, BLOCK=blk, num_warps=warps)
+    soft_dtw_hvp_backward_kernel[(B * S,)](R, T, gamma, mu, nu, v_gamma, n, m, scratch, wl, hv, hg, bnd,
+                                           flags[half:], err, N, M, S, W, BLOCK=blk, num_warps=warps)
     return hv, hg.sum(1), dot
 
 

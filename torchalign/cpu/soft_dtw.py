@@ -227,14 +227,15 @@ def backward(grad, costs, gamma, saved, n, m, band: int, checkpoint: int, need_g
     return out, gg
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, mu=None):
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, mu=None, nu=None):
     """Mensch & Blondel's Hessian-vector product of V = R[n, m] in (costs, gamma) along
     (v_costs, v_gamma): a forward sweep of directional derivatives T = dR . v, then a
     backward sweep of E and its directional derivative. Returns (H v restricted to costs
     [B, N, M], to gamma [B], dV . v [B]). ``R``: the forward's table, if saved (else
-    recomputed); ``mu``: its centring (T = dR . v is the same either way)."""
+    recomputed); ``mu``: its centring; ``nu``: T's, held as T - nu (i + j) the same way (each
+    v and the diagonal's T get -nu; dV . v gets nu (n + m) back)."""
     B, N, M = costs.shape
-    mu = centre_of(mu, costs)
+    mu, nu = centre_of(mu, costs), centre_of(nu, costs)[:, None]
     if R is None:
         R = forward_block(costs, border_row(B, M, costs), 0, gamma, band, mu)
     rfull, valid = _extended(border_row(B, M, costs), R, costs.new_full((B, M), INF), 0, n, m)
@@ -247,18 +248,18 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, mu=None):
     tsk = torch.zeros_like(vsk)
     for dd in range(2, D):  # T = v_costs + sum_k w_k T_k + v_gamma * sum_k w_k log w_k
         w, z, lz = cells.weights(dd)
-        t = vsk[:, dd, 1:] + w[0, :, 1:] * tsk[:, dd - 1, :-1] + w[1, :, 1:] * tsk[:, dd - 2, :-1] \
+        t = vsk[:, dd, 1:] - nu + w[0, :, 1:] * tsk[:, dd - 1, :-1] + w[1, :, 1:] * (tsk[:, dd - 2, :-1] - nu) \
             + w[2, :, 1:] * tsk[:, dd - 1, 1:] + vg * _neg_entropy(w, z, lz)[:, 1:]
         tsk[:, dd, 1:] = torch.where(cells.valid[:, dd, 1:], t, torch.zeros_like(t))
     bidx = torch.arange(B, device=costs.device)
-    dot_value = tsk[bidx, n + m, n]
+    dot_value = tsk[bidx, n + m, n] + nu[:, 0] * (n + m)
 
     def tangent(dd):
         """(w, dw, z, lz) of diagonal dd: dw = the directional derivative of the weights."""
         w, z, lz = cells.weights(dd)
         if dd < 2 or dd >= D:
             return w, w, z, lz
-        t_pred = torch.stack([tsk[:, dd - 1, :-1], tsk[:, dd - 2, :-1], tsk[:, dd - 1, 1:]])
+        t_pred = torch.stack([tsk[:, dd - 1, :-1], tsk[:, dd - 2, :-1] - nu, tsk[:, dd - 1, 1:]])
         t_pred = torch.cat([t_pred.new_zeros(3, B, 1), t_pred], 2)
         live = w > 0
         # z_k = -(R_k - min) / g: dz_k = -T_k / g + (R_k - min) v_g / g^2 (the min cancels in the softmax)

@@ -28,6 +28,7 @@ from torch import Tensor
 from ..cpu import soft_dtw as cpu
 from .backend import kernels, use_kernels
 from .direct import direct, needs_grad
+from .soft_align import leading_block
 
 DEVICES = ("cpu", "cuda")
 
@@ -105,11 +106,12 @@ def _(grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, need_gam
 
 def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor, mu: Tensor | None,
         bandwidth: int, checkpoint: int, v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    nu = None if mu is None else _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma)
     if _triton(costs):
         return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=saved, kept=kept,
-                                           checkpoint=checkpoint, mu=mu)
+                                           checkpoint=checkpoint, mu=mu, nu=nu)
     R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
-    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R, mu=mu)
+    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R, mu=mu, nu=nu)
 
 
 soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_args=(), device_types=DEVICES)
@@ -119,6 +121,52 @@ soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_
 def _(costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, v_costs, v_gamma):
     B = costs.shape[0]
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
+
+
+# The side of the leading block whose value gives the centring: one more forward of B x 64^2
+# cells a call. In float32 the plain tables carry R's rounding, eps |R| with |R| ~ |mu| (i + j),
+# into every softmin weight (/ gamma): at gamma 0.2 in a band a 650 x 770 pair's gradient was
+# 1.5e-3 off float64, 3.9e-5 centred (H100; benchmarks/NOTES.md, sessions 27 and 29)
+CENTRE_BLOCK = 64
+DRIFT_CLEAR = 4.0  # (_tangent_centre)
+
+
+def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, full: bool) -> Tensor:
+    """mu [B], R's growth per unit of i + j estimated from a leading block of each pair (its
+    shape scaled to CENTRE_BLOCK a side), for the ops' centring: the tables then hold
+    R - mu (i + j), small numbers near the soft path, and the value and gradients are the
+    same up to rounding (exact in exact arithmetic, so a poor mu, e.g. of costs that drift,
+    only keeps the plain rounding). 0 where the block's value is not finite. ``full``: every
+    pair is the whole N x M, and so is every block (two numbers, fewer small launches)."""
+    with torch.no_grad():
+        B, N, M = costs.shape
+        if full:
+            n0, m0 = leading_block(N, M, CENTRE_BLOCK)
+            blk, span = costs[:, :n0, :m0], n0 + m0
+            n0, m0 = (torch.full((B,), L, dtype=torch.int64, device=costs.device) for L in (n0, m0))
+        else:
+            n0, m0 = leading_block(n, m, CENTRE_BLOCK)
+            blk, span = costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK], (n0 + m0).to(costs.dtype)
+        v = value(blk.detach().contiguous(), gamma.detach(), n0, m0, None, bandwidth, blk.shape[1] + 1, False)
+        return torch.nan_to_num(v / span, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma):
+    """nu [B], the growth of the tangents T = dR . v per unit of i + j, from the leading
+    block's dV . v = <E, v> + dV/dgamma v_gamma (a forward and a backward of the block): the
+    Hessian-vector product then holds T - nu (i + j), as the values are centred (a direction
+    that drifts, such as the costs themselves, makes T grow like R). Only a drift the block
+    shows clearly is taken (|dV . v| over DRIFT_CLEAR times sqrt(sum (E v)^2), its spread were v
+    noise), as ops.soft_align._tangent_centre does: a noisy estimate would add a growth of its own."""
+    with torch.no_grad():
+        n0, m0 = leading_block(n, m, CENTRE_BLOCK)
+        x = costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK].contiguous()
+        _, saved, kept = forward(x, gamma, n0, m0, mu, bandwidth, 0, False)
+        E, dgamma = backward(torch.ones_like(gamma), x, gamma, saved, kept, n0, m0, mu, bandwidth, 0, True)
+        ev = E * v_costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
+        d = ev.sum((1, 2)) + dgamma * v_gamma
+        clear = d.abs() > DRIFT_CLEAR * ev.square().sum((1, 2)).sqrt()
+        return torch.where(clear, d / (n0 + m0).clamp_min(1).to(d.dtype), 0.0)
 
 
 def _save(ctx, inputs, saved, kept):
@@ -212,3 +260,4 @@ def value(*args) -> Tensor:
     if not direct(args[:2]):
         return torch.ops.torchalign.soft_dtw(*args)[0]
     return _Eager.apply(*args) if needs_grad(args[:2]) else forward(*args)[0]
+
