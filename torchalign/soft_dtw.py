@@ -65,6 +65,13 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
         run as column stripes each stripe's last column (4 / 128 B a cell).
       O(B x M) scratch; the double backward keeps one more table (its tangents) while it runs.
     - float16 / bfloat16 costs are computed in float32 (float32 value); float64 stays float64.
+      In float32, pairs wider than 64 are centred: the tables hold R - mu (i + j), mu per pair
+      the value per unit of i + j of a leading 64-side block (one more small forward a call),
+      and the recurrence becomes R' = (cost - mu) + softmin(up, diagonal - mu, left), the
+      value R'[n, m] + mu (n + m): the same numbers in exact arithmetic, but the stored R' stay
+      small, so their rounding no longer grows with the pair's length over gamma (float32
+      gradients 10-20x nearer float64: at gamma 0.2 in a band, 1.5e-3 -> 5e-5). The double
+      backward centres its tangents the same way where the block shows them drifting.
     - ``check``: read the lengths (and gamma) back once to validate them (set False for CUDA graphs).
 
     CUDA float32 runs Triton kernels, all three sweeps (forward, backward, the

@@ -141,13 +141,17 @@ def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, f
     with torch.no_grad():
         B, N, M = costs.shape
         if full:
-            n0, m0 = leading_block(N, M, CENTRE_BLOCK)
-            blk, span = costs[:, :n0, :m0], n0 + m0
-            n0, m0 = (torch.full((B,), L, dtype=torch.int64, device=costs.device) for L in (n0, m0))
+            rows, cols = leading_block(N, M, CENTRE_BLOCK)
+            span = rows + cols
+            n0, m0 = (torch.full((B,), L, dtype=torch.int64, device=costs.device) for L in (rows, cols))
         else:
+            rows = cols = CENTRE_BLOCK
             n0, m0 = leading_block(n, m, CENTRE_BLOCK)
-            blk, span = costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK], (n0 + m0).to(costs.dtype)
-        v = value(blk.detach().contiguous(), gamma.detach(), n0, m0, None, bandwidth, blk.shape[1] + 1, False)
+            span = (n0 + m0).to(costs.dtype)
+        # on CUDA the kernels take the block as each pair's lengths, no copy (their strips and stripes
+        # past it end at once); the torch path would sweep the whole table
+        blk = costs.detach() if costs.is_cuda else costs.detach()[:, :rows, :cols].contiguous()
+        v = value(blk, gamma.detach(), n0, m0, None, bandwidth, blk.shape[1] + 1, False)
         return torch.nan_to_num(v / span, nan=0.0, posinf=0.0, neginf=0.0)
 
 
