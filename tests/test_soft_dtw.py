@@ -757,6 +757,29 @@ def test_forward_picks_anti_diagonals_where_they_won():
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("band", [None, 3, 0])
+def test_kernel_centre_is_the_leading_blocks_growth(band):
+    """The centring's estimate in one launch: mu = R[n0, m0] / (n0 + m0) of each pair's
+    leading block (its n x m scaled to SIDE a side), as the float64 reference computes it
+    on that block; 0 where the block's last cell lies outside the band (its sides differ more)."""
+    from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign.ops.soft_align import leading_block
+
+    g = torch.Generator().manual_seed(31)
+    costs = torch.randn(4, 13, 19, generator=g)
+    gamma = torch.tensor([1.0, 0.3, 2.0, 0.7])
+    n, m = torch.tensor([13, 5, 13, 1]), torch.tensor([19, 19, 13, 1])
+    mu = KD.centre(costs, gamma, n, m, -1 if band is None else band, 8)
+    n0, m0 = leading_block(n, m, 8)
+    for b in range(4):
+        blk = costs[b, :int(n0[b]), :int(m0[b])].double().tolist()
+        want = ref.value(blk, float(gamma[b]), band) / int(n0[b] + m0[b])
+        want = want if math.isfinite(want) else 0.0
+        assert mu[b].item() == pytest.approx(want, rel=1e-5, abs=1e-6), (b, mu, want)
+    assert (mu == 0).any() == (band is not None)  # (5 x 19: a 3 x 8 block; 13 x 19: 6 x 8)
+
+
+@pytest.mark.interpret
 def test_kernels_small_gamma_large_costs(kernels_on_cpu, centred, monkeypatch):
     from torchalign_kernels import soft_dtw as K
 
@@ -838,8 +861,8 @@ def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
     want = _ours(costs.double(), gamma.double().cuda(), lengths=lengths, bandwidth=band)
     ran = []
     forward, backward = KD.forward, KB.backward
-    # (the pairs' sweeps, not the centring's leading block: 64 rows)
-    monkeypatch.setattr(KD, "forward", lambda *a, **k: a[0].shape[1] == 700 and ran.append(("fwd", k["block"]))
+    # (the pairs' sweeps, not a centring's leading block)
+    monkeypatch.setattr(KD, "forward", lambda *a, **k: int(a[2][0]) == 700 and ran.append(("fwd", k["block"]))
                         or forward(*a, **k))
     monkeypatch.setattr(KB, "backward", lambda *a, **k: ran.append(("bwd", k["block"])) or backward(*a, **k))
     for rows in (None, 32):  # (None: 128 here)

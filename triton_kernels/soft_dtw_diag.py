@@ -180,6 +180,55 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale) + mu * (n + m)))
 
 
+@triton.jit(do_not_specialize=["N", "M", "band"])
+def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band, SIDE: tl.constexpr):
+    """Program b: mu[b] = R[n0, m0] / (n0 + m0) of pair b's leading block, its n x m scaled to
+    SIDE a side (n0 = ceil(n SIDE / max(n, m)), at most n), by the forward's recurrence
+    (plain, unscaled); 0 where that is not finite. One program holds the block (a lane a row)."""
+    b = tl.program_id(0).to(tl.int64)
+    n = tl.load(n_ptr + b).to(tl.int32)
+    m = tl.load(m_ptr + b).to(tl.int32)
+    side = tl.maximum(tl.maximum(n, m), 1)
+    n0 = tl.minimum(n, (n * SIDE + side - 1) // side)
+    m0 = tl.minimum(m, (m * SIDE + side - 1) // side)
+    scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
+    offs = tl.arange(0, SIDE)
+    idx_up = tl.maximum(offs - 1, 0)
+    lane = offs < n0
+    i = 1 + offs
+    first = offs == 0
+    crow = cost_ptr + (b * N + offs).to(tl.int64) * M
+    up = tl.full((SIDE,), float("inf"), tl.float32)
+    diag = tl.where(first, 0.0, float("inf"))  # R[0, 0] = 0 for cell (1, 1)
+    left = tl.full((SIDE,), float("inf"), tl.float32)
+    fin = tl.zeros((SIDE,), tl.float32)
+    c_n = tl.load(crow, mask=lane & first, other=0.0)
+    t = 0
+    while t < n0 + m0 - 1:
+        c = t - offs
+        live = lane & (c >= 0) & (c < m0)
+        x = c_n * scale
+        c_n = _costs_ahead(crow, c, lane, m0)
+        v = _banded(_cell(up, diag, left, x), i, c, live, band)
+        fin = tl.where(live & (i == n0) & (c == m0 - 1), v, fin)
+        diag = up
+        left = v
+        up = tl.where(first, float("inf"), tl.gather(v, idx_up, 0))
+        t += 1
+    mu = tl.sum(tl.where(i == n0, fin, 0.0), 0) / scale / (n0 + m0).to(tl.float32)
+    tl.store(mu_ptr + b, tl.where(tl.abs(mu) < float("inf"), mu, 0.0))  # (NaN fails the test too)
+
+
+def centre(costs, gamma, n, m, band: int, side: int):
+    """mu [B] for the ops' centring (torchalign.ops.soft_dtw.centre): one launch, one program
+    a pair."""
+    mu = costs.new_empty(costs.shape[0])
+    if mu.numel():
+        B, N, M = costs.shape
+        _launch_centre((B,), costs, gamma.contiguous(), n, m, mu, N, M, band, SIDE=side, num_warps=max(1, side // 32))
+    return mu
+
+
 def segments_shape(B: int, N: int, M: int, checkpoint: int):
     """What the forward keeps for soft_dtw_diag_bwd's recompute: strips of K = checkpoint rows,
     each lane's R at the two steps before each segment of SEGMENT steps, [B, S, 2 n_seg, BLOCK]."""
@@ -212,4 +261,5 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, mu, block: int
 
 
 _launch = Launcher(soft_dtw_diag_kernel)
+_launch_centre = Launcher(soft_dtw_centre_kernel)
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -123,10 +123,11 @@ def _(costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, v_costs, v_gam
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
 
-# The side of the leading block whose value gives the centring: one more forward of B x 64^2
-# cells a call. In float32 the plain tables carry R's rounding, eps |R| with |R| ~ |mu| (i + j),
-# into every softmin weight (/ gamma): at gamma 0.2 in a band a 650 x 770 pair's gradient was
-# 1.5e-3 off float64, 3.9e-5 centred (H100; benchmarks/NOTES.md, sessions 27 and 29)
+# The side of the leading block whose value gives the centring (a power of two: the kernel's
+# lanes), one more small forward a call (B x 64^2 cells). In float32 the plain tables carry R's
+# rounding, eps |R| with |R| ~ |mu| (i + j), into every softmin weight (/ gamma): at gamma 0.2
+# in a band a 650 x 770 pair's gradient was 9e-4 off float64, 4.8e-5 centred, and 4 x 10,000^2
+# at gamma 1 4.3e-3, 3.1e-4 centred (H100; benchmarks/NOTES.md, session 29)
 CENTRE_BLOCK = 64
 DRIFT_CLEAR = 4.0  # (_tangent_centre)
 
@@ -138,6 +139,8 @@ def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, f
     same up to rounding (exact in exact arithmetic, so a poor mu, e.g. of costs that drift,
     only keeps the plain rounding). 0 where the block's value is not finite. ``full``: every
     pair is the whole N x M, and so is every block (two numbers, fewer small launches)."""
+    if _triton(costs):  # (one launch: the host's part of a small call was ~0.2 ms through the op)
+        return kernels("soft_dtw_diag").centre(costs.detach(), gamma.detach(), n, m, bandwidth, CENTRE_BLOCK)
     with torch.no_grad():
         B, N, M = costs.shape
         if full:
@@ -148,9 +151,7 @@ def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, f
             rows = cols = CENTRE_BLOCK
             n0, m0 = leading_block(n, m, CENTRE_BLOCK)
             span = (n0 + m0).to(costs.dtype)
-        # on CUDA the kernels take the block as each pair's lengths, no copy (their strips and stripes
-        # past it end at once); the torch path would sweep the whole table
-        blk = costs.detach() if costs.is_cuda else costs.detach()[:, :rows, :cols].contiguous()
+        blk = costs.detach()[:, :rows, :cols]
         v = value(blk, gamma.detach(), n0, m0, None, bandwidth, blk.shape[1] + 1, False)
         return torch.nan_to_num(v / span, nan=0.0, posinf=0.0, neginf=0.0)
 
