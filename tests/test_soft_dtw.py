@@ -389,7 +389,11 @@ def test_bad_input_names_the_argument(call, error, match):
         call()
 
 
-def test_compiled_forward_and_backward_equal_eager():
+@pytest.mark.parametrize("centred", [False, True])
+def test_compiled_forward_and_backward_equal_eager(centred, monkeypatch):
+    """fullgraph, forward and backward; centred: the centring's estimate is an op in the graph too."""
+    if centred:
+        monkeypatch.setattr(importlib.import_module("torchalign.ops.soft_dtw"), "CENTRE_BLOCK", 4)
     g = torch.Generator().manual_seed(11)
     costs = torch.randn(3, 7, 9, generator=g)
     n, m = torch.tensor([7, 5, 2]), torch.tensor([9, 9, 4])
@@ -423,6 +427,8 @@ def test_opcheck():
         _, saved, kept = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, mu, -1, k, False)
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, kept, n, m, mu,
                                                                  -1, k, torch.randn(2, 4, 5), torch.randn(2)))
+    for band in (-1, 1):
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_centre, (costs.detach(), gamma.detach(), n, m, band))
 
 
 def test_docstring_examples():

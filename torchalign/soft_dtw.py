@@ -109,7 +109,7 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     reads = check and (lengths is not None or isinstance(gamma, torch.Tensor))
     mu = None  # float32 tables centred (ops.soft_dtw.centre) where the pair is wider than the block
     if work.dtype == torch.float32 and max(N, M) > ops_soft_dtw.CENTRE_BLOCK:
-        mu = ops_soft_dtw.centre(work, g, n, m, band, lengths is None)
+        mu = ops_soft_dtw.centre(work, g, n, m, band)
     return op_value(work, g, n, m, mu, band, k, reads)
 
 

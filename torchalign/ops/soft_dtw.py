@@ -132,28 +132,33 @@ CENTRE_BLOCK = 64
 DRIFT_CLEAR = 4.0  # (_tangent_centre)
 
 
-def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int, full: bool) -> Tensor:
+def centre_impl(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int) -> Tensor:
     """mu [B], R's growth per unit of i + j estimated from a leading block of each pair (its
-    shape scaled to CENTRE_BLOCK a side), for the ops' centring: the tables then hold
-    R - mu (i + j), small numbers near the soft path, and the value and gradients are the
-    same up to rounding (exact in exact arithmetic, so a poor mu, e.g. of costs that drift,
-    only keeps the plain rounding). 0 where the block's value is not finite. ``full``: every
-    pair is the whole N x M, and so is every block (two numbers, fewer small launches)."""
-    if _triton(costs):  # (one launch: the host's part of a small call was ~0.2 ms through the op)
-        return kernels("soft_dtw_diag").centre(costs.detach(), gamma.detach(), n, m, bandwidth, CENTRE_BLOCK)
-    with torch.no_grad():
-        B, N, M = costs.shape
-        if full:
-            rows, cols = leading_block(N, M, CENTRE_BLOCK)
-            span = rows + cols
-            n0, m0 = (torch.full((B,), L, dtype=torch.int64, device=costs.device) for L in (rows, cols))
-        else:
-            rows = cols = CENTRE_BLOCK
-            n0, m0 = leading_block(n, m, CENTRE_BLOCK)
-            span = (n0 + m0).to(costs.dtype)
-        blk = costs.detach()[:, :rows, :cols]
-        v = value(blk, gamma.detach(), n0, m0, None, bandwidth, blk.shape[1] + 1, False)
-        return torch.nan_to_num(v / span, nan=0.0, posinf=0.0, neginf=0.0)
+    shape scaled to CENTRE_BLOCK a side, ops.soft_align.leading_block), for the ops'
+    centring: the tables then hold R - mu (i + j), small numbers near the soft path, and the
+    value and gradients are the same up to rounding (exact in exact arithmetic, so a poor mu,
+    e.g. of costs that drift, only keeps the plain rounding). 0 where the block's value is
+    not finite (its last cell outside the band)."""
+    if _triton(costs):  # (one launch: through the forward op the host's part was ~0.2 ms a call)
+        return kernels("soft_dtw_diag").centre(costs, gamma, n, m, bandwidth, CENTRE_BLOCK)
+    n0, m0 = leading_block(n, m, CENTRE_BLOCK)
+    v, _ = cpu.forward(costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK], gamma, n0, m0, bandwidth, 0)
+    return torch.nan_to_num(v / (n0 + m0).to(v.dtype), nan=0.0, posinf=0.0, neginf=0.0)
+
+
+soft_dtw_centre = torch.library.custom_op("torchalign::soft_dtw_centre", centre_impl, mutates_args=(),
+                                          device_types=DEVICES)
+
+
+@soft_dtw_centre.register_fake
+def _(costs, gamma, n, m, bandwidth):
+    return costs.new_empty(costs.shape[0])
+
+
+def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int) -> Tensor:
+    """centre_impl's mu, through the op where a compiler or a mode must see it."""
+    args = (costs.detach(), gamma.detach(), n, m, bandwidth)
+    return centre_impl(*args) if direct(args[:2]) else torch.ops.torchalign.soft_dtw_centre(*args)
 
 
 def _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma):
