@@ -56,6 +56,30 @@ def _cell(a, b, c, x):
 
 
 @triton.jit
+def _centred_cell(up, diag, left, cost, mu, scale):
+    """(R' of the lanes' cells, the diagonal term it used) in gamma / ln 2 units for a table
+    centred by mu (soft_dtw.forward): R' = (cost - mu) + softmin(up, diagonal - mu, left)."""
+    dgc = diag - mu * scale
+    return _cell(up, dgc, left, (cost - mu) * scale), dgc
+
+
+@triton.jit
+def _shift(v, up, top, first, idx_up):
+    """The next step's (diagonal, left, up) of each lane after it computed v: its up of this
+    step, its own v, and the lane above's v (lane 0: ``top``, the row above the strip)."""
+    return up, v, tl.where(first, top, tl.gather(v, idx_up, 0))
+
+
+@triton.jit
+def _lanes(n, r0, H, BLOCK: tl.constexpr):
+    """A strip's lanes: (offs, rows R of the strip on the pair, lane < R, the lane's row i
+    (1-based), lane 0, the strip's last lane)."""
+    offs = tl.arange(0, BLOCK)
+    R = tl.minimum(n - r0, H)
+    return offs, R, offs < R, r0 + 1 + offs, offs == 0, offs == R - 1
+
+
+@triton.jit
 def _costs_ahead(crow, c, lane, m):
     """Each lane's cost of the next step (column c + 1 of its row), and an L2 prefetch of
     the column PREFETCH on."""
@@ -78,6 +102,45 @@ def _banded(v, i, c, live, band):
 def _top(top, c, m, scale, k):
     """R[r0, c] of the row above strip k (a checkpoint row, as stored), scaled; inf off the pair and at row 0."""
     return tl.load(top + c, mask=(k > 0) & (c >= 0) & (c < m), other=float("inf")) * scale
+
+
+@triton.jit
+def _segment_start(scr, states, top, k, t0, offs, lane, first, m, scale, BLOCK: tl.constexpr):
+    """A recompute's start at step t0 of a strip: the lanes' R at steps t0 - 2 and t0 - 1
+    (what the forward kept, ``states``; none before step 0) into the scratch's rows 0 and 1,
+    and the step's (left, up, diagonal), lane 0's from the row above the strip (``top``)."""
+    idx_up = tl.maximum(offs - 1, 0)
+    kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
+    v2 = tl.load(states + offs, mask=kept, other=float("inf"))
+    v1 = tl.load(states + BLOCK + offs, mask=kept, other=float("inf"))
+    tl.store(scr + offs, v2)
+    tl.store(scr + BLOCK + offs, v1)
+    up = tl.where(first, _top(top, t0, m, scale, k), tl.gather(v1, idx_up, 0))
+    diag = tl.where(first, _top(top, t0 - 1, m, scale, k), tl.gather(v2, idx_up, 0))
+    diag = tl.where(first & (k == 0) & (t0 == 0), 0.0, diag)  # R[0, -1] = 0
+    return v1, up, diag
+
+
+@triton.jit
+def _from_segment(at, top, t, k, m, scale, offs, first, BLOCK: tl.constexpr):
+    """The lanes' (R, left, up, diagonal) of step t from a recomputed segment's scratch (``at``:
+    step t's row, a step a row, lanes in order); lane 0's up and diagonal from the row above."""
+    rc = tl.load(at)
+    lf = tl.load(at - BLOCK)
+    up = tl.where(first, _top(top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
+    dg = tl.where(first, _top(top, t - 1, m, scale, k), tl.load(at - 2 * BLOCK - 1, mask=offs > 0, other=0.0))
+    return rc, lf, up, dg
+
+
+@triton.jit
+def _ahead_in_segment(nxt, top, t, t0, k, m, scale, offs, first, BLOCK: tl.constexpr):
+    """The next step's (left, diagonal) from the scratch's row of step t - 2 (``nxt``): +inf at
+    the segment's first step t0, whose next step the next segment's recompute reloads."""
+    more = offs * 0 + t > t0  # (a tensor: the interpreter's masks)
+    lf_n = tl.load(nxt, mask=more, other=float("inf"))
+    dg_n = tl.where(first, _top(top, t - 2, m, scale, k),
+                    tl.load(nxt - BLOCK - 1, mask=more & (offs > 0), other=float("inf")))
+    return lf_n, dg_n
 
 
 @triton.jit
@@ -109,16 +172,10 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
     m = tl.load(m_ptr + b).to(tl.int32)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
     mu = tl.load(mu_ptr + b)
-    mus = mu * scale
     r0 = k * H
     if r0 < n:
-        offs = tl.arange(0, BLOCK)
+        offs, R, lane, i, first, bottom = _lanes(n, r0, H, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
-        R = tl.minimum(n - r0, H)
-        lane = offs < R
-        i = r0 + 1 + offs  # the lane's row, 1-based
-        first = offs == 0
-        bottom = offs == R - 1
         publish = r0 + R < n  # a strip below reads this one's last row
         above = bnd_ptr + (b * S + k - 1) * M  # strip k - 1's last row (k > 0), scaled
         flag_in = sync_ptr + 1 + b * S + k - 1
@@ -149,14 +206,15 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         while t < T:
             c = t - offs
             live = lane & (c >= 0) & (c < m)
-            x = (c_n - mu) * scale
+            cost = c_n
             c_n = _costs_ahead(crow, c, lane, m)
             if k > 0:
                 if t + 3 > seen:
                     if t + 2 < m:
                         seen = _wait(flag_in, t + 3, err_ptr)
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
-            v = _banded(_cell(up, diag - mus, left, x), i, c, live, band)
+            v, _ = _centred_cell(up, diag, left, cost, mu, scale)
+            v = _banded(v, i, c, live, band)
             tl.store(srow + c, v * unit, mask=live & keep)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
@@ -167,9 +225,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             fin = tl.where(live & (i == n) & (c == m - 1), v, fin)
             if publish:
                 tl.store(above + M + c, v, mask=live & bottom)
-            diag = up
-            left = v
-            up = tl.where(first, top, tl.gather(v, idx_up, 0))
+            diag, left, up = _shift(v, up, top, first, idx_up)
             top = top_n
             if publish:
                 _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row written)
@@ -192,11 +248,8 @@ def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band
     n0 = tl.minimum(n, (n * SIDE + side - 1) // side)
     m0 = tl.minimum(m, (m * SIDE + side - 1) // side)
     scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
-    offs = tl.arange(0, SIDE)
+    offs, _, lane, i, first, _ = _lanes(n0, 0, SIDE, SIDE)
     idx_up = tl.maximum(offs - 1, 0)
-    lane = offs < n0
-    i = 1 + offs
-    first = offs == 0
     crow = cost_ptr + (b * N + offs).to(tl.int64) * M
     up = tl.full((SIDE,), float("inf"), tl.float32)
     diag = tl.where(first, 0.0, float("inf"))  # R[0, 0] = 0 for cell (1, 1)
@@ -211,9 +264,7 @@ def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band
         c_n = _costs_ahead(crow, c, lane, m0)
         v = _banded(_cell(up, diag, left, x), i, c, live, band)
         fin = tl.where(live & (i == n0) & (c == m0 - 1), v, fin)
-        diag = up
-        left = v
-        up = tl.where(first, float("inf"), tl.gather(v, idx_up, 0))
+        diag, left, up = _shift(v, up, float("inf"), first, idx_up)
         t += 1
     mu = tl.sum(tl.where(i == n0, fin, 0.0), 0) / scale / (n0 + m0).to(tl.float32)
     tl.store(mu_ptr + b, tl.where(tl.abs(mu) < float("inf"), mu, 0.0))  # (NaN fails the test too)

@@ -35,7 +35,8 @@ from .launch import Launcher
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release, _top
+from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
+                            _release, _segment_start, _shift, _top)
 
 
 @triton.jit
@@ -45,15 +46,7 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     none before step 0) and the row above the strip (top)."""
     idx_up = tl.maximum(offs - 1, 0)
     tl.debug_barrier()  # (the sweep of the segment after this one has read scr)
-    kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
-    v2 = tl.load(states + offs, mask=kept, other=float("inf"))
-    v1 = tl.load(states + BLOCK + offs, mask=kept, other=float("inf"))
-    tl.store(scr + offs, v2)
-    tl.store(scr + BLOCK + offs, v1)
-    left = v1
-    up = tl.where(first, _top(top, t0, m, scale, k), tl.gather(v1, idx_up, 0))
-    diag = tl.where(first, _top(top, t0 - 1, m, scale, k), tl.gather(v2, idx_up, 0))
-    diag = tl.where(first & (k == 0) & (t0 == 0), 0.0, diag)  # R[0, -1] = 0
+    left, up, diag = _segment_start(scr, states, top, k, t0, offs, lane, first, m, scale, BLOCK)
     c = t0 - offs
     c_n = tl.load(crow + c, mask=lane & (c >= 0) & (c < m), other=0.0)
     top1 = _top(top, t0 + 1, m, scale, k)  # (lane 0's up of the next step: loads a step ahead, off the chain)
@@ -61,14 +54,13 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     while t < t1:
         c = t - offs
         live = lane & (c >= 0) & (c < m)
-        x = (c_n - mu) * scale
+        cost = c_n
         c_n = _costs_ahead(crow, c, lane, m)
         top2 = _top(top, t + 2, m, scale, k)
-        v = _banded(_cell(up, diag - mu * scale, left, x), i, c, live, band)
+        v, _ = _centred_cell(up, diag, left, cost, mu, scale)
+        v = _banded(v, i, c, live, band)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
-        diag = up
-        left = v
-        up = tl.where(first, top1, tl.gather(v, idx_up, 0))
+        diag, left, up = _shift(v, up, top1, first, idx_up)
         top1 = top2
         t += 1
     tl.debug_barrier()  # (the sweep reads scr across lanes)
@@ -97,14 +89,10 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
     if r0 < n:
         scale = 1.4426950408889634 / tl.load(gamma_ptr + b)
         mu = tl.load(mu_ptr + b)  # (R is centred: the forward's)
+        mu_r = mu * scale if SEG > 0 else mu  # (in the units of R as read: scaled scratch, or as stored)
         seed = tl.load(grad_ptr + b)
-        offs = tl.arange(0, BLOCK)
+        offs, R, lane, i, first, bottom = _lanes(n, r0, H, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
-        R = tl.minimum(n - r0, H)
-        lane = offs < R
-        i = r0 + 1 + offs  # the lane's row, 1-based
-        first = offs == 0
-        bottom = offs == R - 1
         below = r0 + R < n  # strip k + 1 hands its top row over
         lower = bnd_ptr + (b * S + k + 1) * M
         mine = bnd_ptr + (b * S + k) * M
@@ -152,17 +140,11 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
                     t0 = (t // SEG) * SEG
                     _recompute(scr, states + (t0 // SEG) * 2 * BLOCK, top, crow, k, t0, t + 1, offs, lane, first, i,
                                m, scale, mu, band, BLOCK)
-                    at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
-                    rc = tl.load(at)
-                    lf = tl.load(at - BLOCK)
-                    up = tl.where(first, _top(top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
-                    dg = tl.where(first, _top(top, t - 1, m, scale, k),
-                                  tl.load(at - 2 * BLOCK - 1, mask=offs > 0, other=0.0))
-                nxt = scr + (t - t0) * BLOCK + offs  # step t - 2's row: the next step's left and (a lane up) diagonal
-                more = offs * 0 + t > t0  # (the segment's first step: the next segment reloads)
-                lf_n = tl.load(nxt, mask=more, other=float("inf"))
-                dg_n = tl.where(first, _top(top, t - 2, m, scale, k),
-                                tl.load(nxt - BLOCK - 1, mask=more & (offs > 0), other=float("inf")))
+                    rc, lf, up, dg = _from_segment(scr + (t - t0 + 2) * BLOCK + offs, top, t, k, m, scale, offs,
+                                                   first, BLOCK)
+                # (step t - 2's row: the next step's left and, a lane up, diagonal)
+                lf_n, dg_n = _ahead_in_segment(scr + (t - t0) * BLOCK + offs, top, t, t0, k, m, scale, offs, first,
+                                               BLOCK)
             else:
                 cn = c - 2  # the next step's left column
                 lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
@@ -176,8 +158,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
             e = tl.where((i == n) & (c == m - 1), seed, e)
             e = tl.where(inside, e, 0.0)
             # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - (mu * scale if SEG > 0 else mu), lf, inside,
-                                                       1.0 if SEG > 0 else scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
             tl.store(orow + c, e, mask=inside)
             hand = e * wu + ew_diag
             if k > 0:

@@ -26,7 +26,8 @@ from .launch import Launcher
 from . import soft_dtw_diag
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
-from .soft_dtw_diag import HAND_OFF, _banded, _cell, _costs_ahead, _release, _top
+from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
+                            _release, _segment_start, _shift, _top)
 from .soft_dtw_hvp import _dw
 
 
@@ -62,13 +63,8 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
         mu = tl.load(mu_ptr + b)
         nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
-        offs = tl.arange(0, BLOCK)
+        offs, R, lane, i, first, bottom = _lanes(n, r0, H, BLOCK)
         idx_up = tl.maximum(offs - 1, 0)
-        R = tl.minimum(n - r0, H)
-        lane = offs < R
-        i = r0 + 1 + offs
-        first = offs == 0
-        bottom = offs == R - 1
         publish = r0 + R < n
         flag_in = sync_ptr + 1 + b * S + k - 1
         row = (b * N + i - 1).to(tl.int64) * M  # the lane's row, and the one above (i > 1)
@@ -107,11 +103,11 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
             c = t - offs
             live = lane & (c >= 0) & (c < m)
             if SEG > 0:
-                x_c = (c_n - mu) * scale
+                cost = c_n
                 c_n = _costs_ahead(cost_ptr + row, c, lane, m)
                 rtop_n = _top(r_top, t + 2, m, scale, k)
-                dgc = dg - mu * scale
-                rc = _banded(_cell(up, dgc, lf, x_c), i, c, live, band)
+                rc, dgc = _centred_cell(up, dg, lf, cost, mu, scale)
+                rc = _banded(rc, i, c, live, band)
                 ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
             else:
                 cn = c + 1
@@ -132,9 +128,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 if publish:
                     tl.store(t_out + c, x, mask=live & bottom)
                 _store_state(states, t, x, offs, SEG, BLOCK)
-                dg = up
-                lf = rc
-                up = tl.where(first, rtop, tl.gather(rc, idx_up, 0))
+                dg, lf, up = _shift(rc, up, rtop, first, idx_up)
                 rtop = rtop_n
             else:
                 tl.store(t_ptr + row + c, x, mask=live)
@@ -143,9 +137,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 rc = rc_n
                 up = up_n
             tl.store(dot_ptr + b + offs * 0, x + nu * (n + m), mask=live & (i == n) & (c == m - 1))
-            dg_t = up_t
-            left_t = x
-            up_t = tl.where(first, top, tl.gather(x, idx_up, 0))
+            dg_t, left_t, up_t = _shift(x, up_t, top, first, idx_up)
             top = top_n
             if publish:
                 _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row in T)
@@ -171,19 +163,12 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
     idx_up = tl.maximum(offs - 1, 0)
     plane = (SEG + 2) * BLOCK
     tl.debug_barrier()  # (the sweep of the segment after this one has read scr)
+    lf, up, dg = _segment_start(scr, r_states, r_top, k, t0, offs, lane, first, m, scale, BLOCK)
     kept = lane & (offs * 0 + t0 > 0)  # (a tensor: the interpreter's masks)
-    r2 = tl.load(r_states + offs, mask=kept, other=float("inf"))
-    r1 = tl.load(r_states + BLOCK + offs, mask=kept, other=float("inf"))
     t2 = tl.load(t_states + offs, mask=kept, other=0.0)
     t1v = tl.load(t_states + BLOCK + offs, mask=kept, other=0.0)
-    tl.store(scr + offs, r2)
-    tl.store(scr + BLOCK + offs, r1)
     tl.store(scr + plane + offs, t2)
     tl.store(scr + plane + BLOCK + offs, t1v)
-    lf = r1
-    up = tl.where(first, _top(r_top, t0, m, scale, k), tl.gather(r1, idx_up, 0))
-    dg = tl.where(first, _top(r_top, t0 - 1, m, scale, k), tl.gather(r2, idx_up, 0))
-    dg = tl.where(first & (k == 0) & (t0 == 0), 0.0, dg)  # R[0, -1] = 0
     lf_t = t1v
     up_t = tl.where(first, _t_top(t_top, t0, m, k), tl.gather(t1v, idx_up, 0))
     dg_t = tl.where(first, _t_top(t_top, t0 - 1, m, k), tl.gather(t2, idx_up, 0))
@@ -197,26 +182,22 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
     while t < t1:
         c = t - offs
         live = lane & (c >= 0) & (c < m)
-        x_c = (c_n - mu) * scale
+        cost = c_n
         c_n = _costs_ahead(crow, c, lane, m)
         vx = v_n
         v_n = _costs_ahead(vrow, c, lane, m)
         rtop_n = _top(r_top, t + 2, m, scale, k)
         ttop_n = _t_top(t_top, t + 2, m, k)
-        dgc = dg - mu * scale
-        rc = _banded(_cell(up, dgc, lf, x_c), i, c, live, band)
+        rc, dgc = _centred_cell(up, dg, lf, cost, mu, scale)
+        rc = _banded(rc, i, c, live, band)
         ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
         x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
         x = tl.where(ok, x, 0.0)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, rc)
         tl.store(scr + plane + (t - t0 + 2) * BLOCK + offs, x)
-        dg = up
-        lf = rc
-        up = tl.where(first, rtop, tl.gather(rc, idx_up, 0))
+        dg, lf, up = _shift(rc, up, rtop, first, idx_up)
         rtop = rtop_n
-        dg_t = up_t
-        lf_t = x
-        up_t = tl.where(first, ttop, tl.gather(x, idx_up, 0))
+        dg_t, lf_t, up_t = _shift(x, up_t, ttop, first, idx_up)
         ttop = ttop_n
         t += 1
     tl.debug_barrier()  # (the sweep reads scr across lanes)
@@ -244,15 +225,11 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
         mu = tl.load(mu_ptr + b)  # (R and T are centred: the forward's, the tangent sweep's)
+        mu_r = mu * scale if SEG > 0 else mu  # (in the units of R as read: scaled scratch, or as stored)
         nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
-        offs = tl.arange(0, BLOCK)
+        offs, R, lane, i, first, bottom = _lanes(n, r0, H, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
-        R = tl.minimum(n - r0, H)
-        lane = offs < R
-        i = r0 + 1 + offs
-        first = offs == 0
-        bottom = offs == R - 1
         below = r0 + R < n
         plane = (B * S).to(tl.int64) * M
         lower = bnd_ptr + (b * S + k + 1) * M
@@ -316,21 +293,15 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                                t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, mu,
                                nu, vg, band, SEG, BLOCK)
                     at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
-                    rc = tl.load(at)
-                    lf = tl.load(at - BLOCK)
-                    up = tl.where(first, _top(r_top, t, m, scale, k), tl.load(at - BLOCK - 1, mask=offs > 0, other=0.0))
-                    dg = tl.where(first, _top(r_top, t - 1, m, scale, k),
-                                  tl.load(at - 2 * BLOCK - 1, mask=offs > 0, other=0.0))
+                    rc, lf, up, dg = _from_segment(at, r_top, t, k, m, scale, offs, first, BLOCK)
                     tlf = tl.load(at + tplane - BLOCK)
                     tu = tl.where(first, _t_top(t_top, t, m, k), tl.load(at + tplane - BLOCK - 1, mask=offs > 0,
                                                                           other=0.0))
                     td = tl.where(first, _t_top(t_top, t - 1, m, k), tl.load(at + tplane - 2 * BLOCK - 1,
                                                                              mask=offs > 0, other=0.0))
                 nxt = scr + (t - t0) * BLOCK + offs  # step t - 2's row: the next step's left and (a lane up) diagonal
+                lf_n, dg_n = _ahead_in_segment(nxt, r_top, t, t0, k, m, scale, offs, first, BLOCK)
                 more = offs * 0 + t > t0  # (the segment's first step: the next segment reloads)
-                lf_n = tl.load(nxt, mask=more, other=float("inf"))
-                dg_n = tl.where(first, _top(r_top, t - 2, m, scale, k),
-                                tl.load(nxt - BLOCK - 1, mask=more & (offs > 0), other=float("inf")))
                 tlf_n = tl.load(nxt + tplane, mask=more, other=0.0)
                 td_n = tl.where(first, _t_top(t_top, t - 2, m, k),
                                 tl.load(nxt + tplane - BLOCK - 1, mask=more & (offs > 0), other=0.0))
@@ -352,8 +323,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             e = tl.where((i == n) & (c == m - 1), 1.0, e)
             e = tl.where(inside, e, 0.0)
             de = tl.where(inside, de, 0.0)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - (mu * scale if SEG > 0 else mu), lf, inside,
-                                                       1.0 if SEG > 0 else scale)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
             dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
             tl.store(out_ptr + row + c, de, mask=inside)
             hand_e = e * wu + ew_diag
