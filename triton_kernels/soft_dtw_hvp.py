@@ -92,10 +92,13 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, nu_ptr, n_p
 @triton.jit
 def _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g):
     """Directional derivatives of the three weights: dw_k = w_k (dz_k - sum_l w_l dz_l),
-    dz_k = -(T_k + z_k v_g) / gamma, z_k natural (ln 2 times the gamma / ln 2 units)."""
-    du = tl.where(wu > 0, -(tu + zu * 0.6931471805599453 * vg) / g, 0.0)
-    dd = tl.where(wd > 0, -(td + zd * 0.6931471805599453 * vg) / g, 0.0)
-    dl = tl.where(wl > 0, -(tlf + zl * 0.6931471805599453 * vg) / g, 0.0)
+    dz_k = -(T_k + z_k v_g) / gamma, z_k natural (ln 2 times the gamma / ln 2 units). The T_k
+    enter less one of them (a live one): the weights sum to 1 only to rounding, and that
+    error times |T| would not cancel in dz_k - sum_l w_l dz_l, their differences' does."""
+    ref = tl.where(wu > 0, tu, tl.where(wd > 0, td, tlf))
+    du = tl.where(wu > 0, -(tu - ref + zu * 0.6931471805599453 * vg) / g, 0.0)
+    dd = tl.where(wd > 0, -(td - ref + zd * 0.6931471805599453 * vg) / g, 0.0)
+    dl = tl.where(wl > 0, -(tlf - ref + zl * 0.6931471805599453 * vg) / g, 0.0)
     mean = wu * du + wd * dd + wl * dl
     return wu * (du - mean), wd * (dd - mean), wl * (dl - mean)
 

@@ -263,6 +263,9 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, mu=None, nu=Non
         t_pred = torch.cat([t_pred.new_zeros(3, B, 1), t_pred], 2)
         live = w > 0
         # z_k = -(R_k - min) / g: dz_k = -T_k / g + (R_k - min) v_g / g^2 (the min cancels in the softmax)
+        # the T_k less a live one's: the weights sum to 1 only to rounding, and that error
+        # times |T| would not cancel in dz_k - sum_l w_l dz_l (3x less error at 1,000^2)
+        t_pred = t_pred - torch.where(live[0], t_pred[0], torch.where(live[1], t_pred[1], t_pred[2]))
         dz = torch.where(live, -t_pred / g - z * vg / g, torch.zeros_like(z))
         dw = w * (dz - (w * dz).sum(0))
         return w, dw, z, lz
