@@ -110,6 +110,20 @@ def _p(src, to):
 
 
 @triton.jit
+def _centred3(p1, p2, p3, t1, t2, t3, p0):
+    """An edge's tangent less the destination's: t_k - sum_l p_l t_l over a node's in-edges
+    (p0: a start edge's probability, its tangent 0), taken from the edges' own p and t, not
+    the destination's stored tangent: p sums to 1 only to rounding, and that error times |t|
+    would stay in dp = p (t_k - t_to); differences from a live edge's t cancel it."""
+    ref = tl.where(p1 > 0, t1, tl.where(p2 > 0, t2, t3))
+    c1 = t1 - ref
+    c2 = t2 - ref
+    c3 = t3 - ref
+    mean = p1 * c1 + p2 * c2 + p3 * c3 - p0 * ref
+    return c1 - mean, c2 - mean, c3 - mean
+
+
+@triton.jit
 def _row_ptr(tab_ptr, seg_ptr, b_tab, b_seg, i, K, row_stride):
     """Where row i's values live: checkpoint rows (i % K == 0) in the table, others in the scratch."""
     if i % K == 0:
@@ -238,16 +252,17 @@ def soft_align_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                                'gs_i', 'gg_b', 'gg_i', 'gg_j'])
 def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr, t_ptr, tab_ptr, tab_b, seg_ptr,
                           seg_b, q_buf_ptr, q_buf_b, row_stride, K, value_ptr, grad_ptr, gs_ptr, gs_b, gs_i,
-                          gop_ptr, gep_ptr, gg_b, gg_i, gg_j, dtab_ptr, dvalue_ptr, zs_ptr, zo_ptr, ze_ptr,
+                          gop_ptr, gep_ptr, gg_b, gg_i, gg_j, dtab_ptr, dvalue_ptr, zo_ptr, ze_ptr,
                           dq_buf_ptr, FULL_GAPS: tl.constexpr, MODE, HVP: tl.constexpr,
                           BLOCK: tl.constexpr):
     """Program b: pair b's adjoints Q (d value / d node) from row n up to row 0; the scores'
     gradient is Q at M; the gaps' gradients minus the expected moves of each kind, into
     [B, N, M] (FULL_GAPS) or one sum per pair.
 
-    HVP (K = 1): also the adjoints' derivatives dQ along the direction z (scores zs, gaps
+    HVP (K = 1): also the adjoints' derivatives dQ along the direction z (scores, gaps
     zo, ze), from the values' tangents (dtab, dvalue: soft_align_tangent_kernel): each
-    edge's probability p changes by dp = p (dV_from + z_edge - dV_to), and dQ_from =
+    edge's probability p changes by dp = p (dV_from + z_edge - dV_to) (dV_to taken as the
+    in-edges' sum, _centred3), and dQ_from =
     sum over edges (dQ_to p + Q_to dp). The outputs then hold the derivatives of the
     gradients along z (Mensch & Blondel 2018, the backward half of the Hessian-vector
     product); the gradients themselves are not written."""
@@ -259,7 +274,6 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
     sp = s_ptr + b * s_b
     gop = go_ptr + b * g_b
     gep = ge_ptr + b * g_b
-    zsp = zs_ptr + b * s_b
     zop = zo_ptr + b * g_b
     zep = ze_ptr + b * g_b
     st = row_stride // 3
@@ -292,7 +306,6 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
             vp = _row_ptr(tab_ptr, seg_ptr, tb, sb, i, K, row_stride)
             np_ = _row_ptr(tab_ptr, seg_ptr, tb, sb, i + 1, K, row_stride)
             dvp = dtb + i.to(tl.int64) * row_stride  # (HVP only: K = 1)
-            dnp = dvp + row_stride
             qp = qb + (i % 2).to(tl.int64) * row_stride
             qn = qb + ((i + 1) % 2).to(tl.int64) * row_stride
             dqp = dqb + (i % 2).to(tl.int64) * row_stride
@@ -339,12 +352,10 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     dMi = tl.load(dvp + j, mask=inrow, other=0.0)
                     dXi = tl.load(dvp + st + j, mask=inrow, other=0.0)
                     dYi = tl.load(dvp + 2 * st + j, mask=inrow, other=0.0)
-                    dXr = tl.load(dvp + st + j + 1, mask=right, other=0.0)
                 else:
                     dMi = qm
                     dXi = qm
                     dYi = qm
-                    dXr = qm
                 # the end edges leaving row i (weight 0; dp = p (dV - dvalue))
                 if MODE == 0:
                     at = inrow & (ib == nb) & (j == m)
@@ -382,8 +393,10 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     d2 = _p(Xi, lse_in)
                     d3 = _p(Yi, lse_in)
                     tot = d1 + d2 + d3
+                    d0 = tl.zeros_like(d1)
                     if MODE == 1:
-                        tot += _p(tl.zeros_like(lse_in), lse_in)  # the start edge
+                        d0 = _p(tl.zeros_like(lse_in), lse_in)  # the start edge
+                        tot += d0
                     tot = tl.where(tot > 0, tot, 1.0)
                     d1 = d1 / tot
                     d2 = d2 / tot
@@ -407,21 +420,19 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                     qm += qyn * y1
                     qx += qyn * y2
                     qy += qyn * y3
-                    if HVP:
+                    if HVP:  # (the score's direction is common to M's in-edges: it cancels)
                         dqmn = tl.load(dqn + j + 1, mask=right, other=0.0)
-                        dMn1 = tl.load(dnp + j + 1, mask=right, other=0.0)
-                        zs1 = tl.load(zsp + i.to(tl.int64) * s_i + j, mask=right, other=0.0)
-                        w = zs1 - dMn1
-                        dqm += dqmn * d1 + qmn * d1 * (dMi + w)
-                        dqx += dqmn * d2 + qmn * d2 * (dXi + w)
-                        dqy += dqmn * d3 + qmn * d3 * (dYi + w)
+                        a1, a2, a3 = _centred3(d1, d2, d3, dMi, dXi, dYi, d0 / tot)
+                        dqm += dqmn * d1 + qmn * d1 * a1
+                        dqx += dqmn * d2 + qmn * d2 * a2
+                        dqy += dqmn * d3 + qmn * d3 * a3
                         dqyn = tl.load(dqn + 2 * st + j, mask=inrow, other=0.0)
-                        dYn = tl.load(dnp + 2 * st + j, mask=inrow, other=0.0)
                         zoy = tl.load(zop + gy, mask=inrow, other=0.0)
                         zey = tl.load(zep + gy, mask=inrow, other=0.0)
-                        f1 = dqyn * y1 + qyn * y1 * (dMi - zoy - dYn)
-                        f2 = dqyn * y2 + qyn * y2 * (dXi - zoy - dYn)
-                        f3 = dqyn * y3 + qyn * y3 * (dYi - zey - dYn)
+                        a1, a2, a3 = _centred3(y1, y2, y3, dMi - zoy, dXi - zoy, dYi - zey, 0.0)
+                        f1 = dqyn * y1 + qyn * y1 * a1
+                        f2 = dqyn * y2 + qyn * y2 * a2
+                        f3 = dqyn * y3 + qyn * y3 * a3
                         dqm += f1
                         dqx += f2
                         dqy += f3
@@ -462,9 +473,10 @@ def soft_align_bwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_ptr,
                 if HVP:
                     zox = tl.load(zop + gx, mask=right, other=0.0)
                     zex = tl.load(zep + gx, mask=right, other=0.0)
-                    dx1 = x1 * (dMi - zox - dXr)
-                    dx2 = x2 * (dXi - zex - dXr)
-                    dx3 = x3 * (dYi - zox - dXr)
+                    a1, a2, a3 = _centred3(x1, x2, x3, dMi - zox, dXi - zex, dYi - zox, 0.0)
+                    dx1 = x1 * a1
+                    dx2 = x2 * a2
+                    dx3 = x3 * a3
                     sa, sc = tl.associative_scan((dqx + QXr * dx2, x2), 0, _lin_combine)
                     dQX = sa + sc * dcarry
                     dcarry = tl.sum(tl.where(offs == BLOCK - 1, dQX, 0.0), 0)
@@ -545,7 +557,8 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, linear: boo
 
 
 def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, linear, block, hvp=None):
-    """The backward kernel; ``hvp``: (dtab, dvalue, zs, zo, ze) for the derivative along z."""
+    """The backward kernel; ``hvp``: (dtab, dvalue, zo, ze) for the derivative along z (the scores'
+    direction enters through the tangents dtab alone)."""
     B, N, M = s.shape
     g_b, g_i, g_j = strides
     full = go.shape[1:] != (1, 1)
@@ -558,13 +571,13 @@ def _sweep(s, go, ge, strides, q_lens, t_lens, table, K, value, grad, mode, line
     shape = (B, N, M) if full else (B,)
     g_open = torch.zeros(shape, dtype=torch.float32, device=dev)
     g_ext = torch.zeros(shape, dtype=torch.float32, device=dev)
-    dtab, dvalue, zs, zo, ze = hvp or (table, value, s, go, ge)
+    dtab, dvalue, zo, ze = hvp or (table, value, go, ge)
     blk = block or _block(M + 1)
     if B:
         soft_align_bwd_kernel[(B,)](s, N * M, M, go, ge, g_b, g_i, g_j, q_lens, t_lens, table, R * row, seg,
                                     seg.stride(0), q_buf, q_buf.stride(0), row, K, value.float().contiguous(),
                                     grad.float().contiguous(), gs, N * M, M, g_open, g_ext, N * M if full else 1,
-                                    M if full else 0, 1 if full else 0, dtab, dvalue, zs, zo, ze, dq_buf,
+                                    M if full else 0, 1 if full else 0, dtab, dvalue, zo, ze, dq_buf,
                                     FULL_GAPS=full, MODE=mode, HVP=hvp is not None, BLOCK=blk,
                                     num_warps=warps_for(blk))
     if linear:  # one gap: the opening and extending moves both read gap_open

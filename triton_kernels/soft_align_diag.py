@@ -99,17 +99,21 @@ def _lse3_p(a, b, c):
 
 
 @triton.jit
-def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constexpr):
+def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constexpr, den=0.0, den_ptr=None):
     """Store strip k's share of pair b's result; the pair's last strip to finish writes
     out[b]: the shares' sum (how 0), their log-sum-exp (1), or that with one more term 0
-    (2: local's empty alignment). A NaN share (a wait gave up) makes out[b] NaN. (One
+    (2: local's empty alignment), or the shares' sum over the sum of the ``den`` shares
+    (3, den_ptr: a weighted mean). A NaN share (a wait gave up) makes out[b] NaN. (One
     combine in the kernel, not a chain of small torch launches after it.)"""
     tl.store(part_ptr + b * S + k, share)
+    if how == 3:
+        tl.store(den_ptr + b * S + k, den)
     tl.debug_barrier()
     if tl.atomic_add(count_ptr + b, 1, sem="acq_rel") == S - 1:  # the others' shares precede their release
         offs = tl.arange(0, BLOCK)
         mx = tl.where(how == 2, 0.0, NEG)
         acc = tl.where(how == 2, 1.0, 0.0)  # a sum, or the sum of exp(share - mx)
+        total = tl.full((), 0.0, tl.float32)  # (how 3: the den shares' sum)
         bad = 0
         c0 = 0
         while c0 < S:
@@ -118,6 +122,9 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
             bad += tl.sum((x != x).to(tl.int32), 0)
             if how == 0:
                 acc += tl.sum(x, 0)
+            elif how == 3:
+                acc += tl.sum(x, 0)
+                total += tl.sum(tl.load(den_ptr + b * S + c, mask=c < S, other=0.0, cache_modifier=".cg"), 0)
             else:
                 x = tl.where(c < S, x, NEG)
                 m2 = tl.maximum(mx, tl.max(x, 0))
@@ -126,7 +133,9 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
                 mx = m2
             c0 += BLOCK
         out = acc
-        if how != 0:
+        if how == 3:
+            out = acc / tl.where(total > 0, total, 1.0)
+        elif how != 0:
             out = tl.where(mx == NEG, NEG, mx + tl.log(acc))
         if bad > 0:
             out = float("nan")
@@ -198,6 +207,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         seen = m + 1
     acc = tl.full((BLOCK,), NEG, tl.float32)  # local / semiglobal: the end terms, per lane
     dacc = tl.zeros((BLOCK,), tl.float32)  # TANGENT: the end terms' share of d value, per lane
+    dden = tl.zeros((BLOCK,), tl.float32)  # and of their probabilities (local, semiglobal: see below)
     idx_up = tl.maximum(offs - 1, 0)
     r0 = k * BLOCK
     if r0 < n:
@@ -267,9 +277,14 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
                 elif MODE == 1:
-                    dacc += tl.where(live & (j >= 1), _p(dterm, vtot) * dd, 0.0)
+                    pe = tl.where(live & (j >= 1), _p(dterm, vtot), 0.0)
+                    dacc += pe * dd
+                    dden += pe
                 else:
-                    dacc += tl.where(live & last_row, _p(dterm, vtot) * dd + _p(up - g, vtot) * du, 0.0)
+                    pe = tl.where(live & last_row, _p(dterm, vtot), 0.0)
+                    pu_e = tl.where(live & last_row, _p(up - g, vtot), 0.0)
+                    dacc += pe * dd + pu_e * du
+                    dden += pe + pu_e
             else:
                 tl.store(tab + ds + offs, v, mask=live)
                 if MODE == 1:
@@ -311,14 +326,20 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     if (k > 0) & (r0 >= n):
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
     how = 2 if MODE == 1 else 1  # log-sum-exp of the shares (local: and the empty alignment's 0)
+    den = 0.0
     if TANGENT:  # the share of d value: sums, not log-sums
         value = tl.sum(dacc, 0)
         if (MODE == 0) & (n == 0) & (k == 0):  # the value is row 0's
             value = -m.to(tl.float32) * zg
         how = 0
+        if MODE != 0:  # d value = sum p dV / sum p over the ends: p = exp(V - value) sums to 1 only
+            how = 3  # to the rounding of V and value (~n + m), which times |dV| would stay in dp = p (dV - d value)
+            den = tl.sum(dden, 0)
+            if (MODE == 1) & (k == 0):
+                den += tl.max(_p(tl.zeros_like(vtot), vtot), 0)  # local's empty alignment (dV 0)
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
-    _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK)
+    _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK, den, part_ptr + B * S)
 
 
 # a strip publishes its progress every HAND_OFF columns: fewer releases (a fence each) and
@@ -375,7 +396,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     B, N, M = s.shape
     blk = block or block_for(B, N, s.device)
     S = max(1, triton.cdiv(N, blk))
-    part = s.new_empty(B, S)
+    part = s.new_empty(2 if tangent else 1, B, S)  # (the tangent's: the ends' weights too)
     out = s.new_empty(B)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)

@@ -21,7 +21,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _lse2, _p, _prefetch
+from .soft_align import NEG, PREFETCH, _centred3, _lse2, _p, _prefetch
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
@@ -142,7 +142,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         if below_too:
             seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
         Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m, NEG, sh2)
-        dV = tl.zeros((BLOCK,), tl.float32)
         dVu = tl.zeros((BLOCK,), tl.float32)
         dVl = tl.zeros((BLOCK,), tl.float32)
         dVd = tl.zeros((BLOCK,), tl.float32)
@@ -150,7 +149,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         dbelow = tl.zeros((BLOCK,), tl.float32)
         if HVP:
             zrow = zs_ptr + b * s_b + (r0 + offs).to(tl.int64) * s_i
-            dV = tl.load(dtab + _slot(t, 0, r0, R, m) + offs, mask=live, other=0.0)
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t, offs, lane, bottom,
                                               m, 0.0, dsh2)
@@ -201,9 +199,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 du = dVu - zg
                 dl = dVl - zg
                 dq = df_left + df_below + dbelow
-                dqd = dq * pd + q * pd * (dd - dV)
-                dqu = dq * pu + q * pu * (du - dV)
-                dql = dq * pl + q * pl * (dl - dV)
+                ad, au, al = _centred3(pd, pu, pl, dd, du, dl, 0.0)  # (d term - dV, dV the in-edges' sum)
+                dqd = dq * pd + q * pd * ad
+                dqu = dq * pu + q * pu * au
+                dql = dq * pl + q * pl * al
             if MODE == 1:
                 e = tl.where(has_l, gout * _p(dterm, vv), 0.0)  # the end edge from M
                 qd += e
@@ -254,7 +253,6 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 df_left = dql
                 df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
                 dfd_last = dfd
-                dV = dVl
                 dVu = dVd
                 dVl = dVl_n
                 dVd = dVd_n

@@ -41,6 +41,7 @@ def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_
     st = row_stride // 3
     offs = tl.arange(0, BLOCK)
     dvalue = tl.zeros((BLOCK,), tl.float32)
+    den = tl.zeros((BLOCK,), tl.float32)  # (local: the ends' probabilities)
     i = 0
     while i <= n:
         vp = tab_ptr + b * tab_b + i.to(tl.int64) * row_stride
@@ -120,11 +121,16 @@ def soft_align_tangent_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, g_b, g_i, g_j, q_
             tl.store(dvp + st + j, tl.zeros((BLOCK,), tl.float32), mask=j == 0)
             if MODE == 1:  # local ends: every M cell of rows 1..n
                 cells = inrow & (j >= 1) & (ib >= 1)
-                dvalue += tl.where(cells, _p(Mi, value + tl.zeros_like(Mi)) * dM, 0.0)
+                pe = tl.where(cells, _p(Mi, value + tl.zeros_like(Mi)), 0.0)
+                dvalue += pe * dM
+                den += pe
             j0 += BLOCK
         tl.debug_barrier()
         i += 1
-    if MODE != 1:  # global and semiglobal ends lie in row n (dX of the end cell is stored by now)
+    if MODE == 1:  # sum p dV / sum p (the empty alignment's dV 0): the ends' p sum to 1 only to rounding
+        total = tl.sum(den, 0) + tl.exp(-value)
+        dvalue = dvalue / total
+    else:  # global and semiglobal ends lie in row n (dX of the end cell is stored by now)
         vp = tab_ptr + b * tab_b + n.to(tl.int64) * row_stride
         dvp = dtab_ptr + b * tab_b + n.to(tl.int64) * row_stride
         num = tl.zeros((BLOCK,), tl.float32)
@@ -173,7 +179,7 @@ def hvp(scores, gap_open, gap_extend, q_lens, t_lens, value, grad, z_scores, z_o
                                         3 * (M + 1), value, zs, zo, ze, dtab, dvalue, MODE=mode,
                                         BLOCK=blk, num_warps=warps_for(blk))
     out = _sweep(s, go, ge, strides, q_lens, t_lens, table, 1, value, grad, mode, linear, block,
-                 (dtab, dvalue, zs, zo, ze))
+                 (dtab, dvalue, zo, ze))
     return (*out, dvalue)
 
 

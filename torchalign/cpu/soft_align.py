@@ -229,26 +229,26 @@ class _Grads:
         acc[:, r, :] += contrib[:, 1:]
 
 
-def _normalised(ps, extra=None):
+def _normalised(ps):
     """Edge probabilities into one node divided by their sum: exactly a distribution even
     where float32 rounding of the stored values is large against T (scores of 1e4 at T =
-    1e-3); the same in exact arithmetic. ``extra``: an edge into the node with no source
-    (local mode's start), counted in the sum only."""
-    total = sum(ps) if extra is None else sum(ps) + extra
+    1e-3); the same in exact arithmetic."""
+    total = sum(ps)
     total = torch.where(total > 0, total, torch.ones_like(total))
     return [p / total for p in ps]
 
 
 def _edges_down(P, i, vals, nxt):
     """Edge probabilities from row i into row i + 1: diag[k] [B, M] from state k at j into M
-    at j + 1; down[k] [B, M + 1] from state k at j into Y at j (k: M, X, Y)."""
+    at j + 1; down[k] [B, M + 1] from state k at j into Y at j (k: M, X, Y); start [B, M],
+    local mode's start edge into M at j + 1 (else 0)."""
     Mn, _, Yn = nxt
     lse_in = Mn[:, 1:] - P.score_row(i + 1)[:, 1:]  # the log-sum over M's predecessors
-    start = _p(torch.zeros_like(lse_in), lse_in) if P.mode == LOCAL else None
-    diag = _normalised([_p(v[:, :-1], lse_in) for v in vals], start)
+    start = _p(torch.zeros_like(lse_in), lse_in) if P.mode == LOCAL else torch.zeros_like(lse_in)
+    *diag, start = _normalised([_p(v[:, :-1], lse_in) for v in vals] + [start])
     oy, ey = P.gaps_y("o", i + 1), P.gaps_y("e", i + 1)
     down = _normalised([_p(vals[0] - oy, Yn), _p(vals[1] - oy, Yn), _p(vals[2] - ey, Yn)])
-    return diag, down
+    return diag, down, start
 
 
 def _edges_x(P, i, vals):
@@ -274,7 +274,7 @@ def backward(P: Problem, table, value, grad, K: int = 1):
         for k, p in _end_probs(P, i, vals, value):
             Q[k] = Q[k] + grad[:, None] * p
         if nxt is not None:
-            diag, down = _edges_down(P, i, vals, nxt)
+            diag, down, _ = _edges_down(P, i, vals, nxt)
             for k in range(3):
                 Q[k] = Q[k] + torch.cat([diag[k] * Qn[0][:, 1:], P.zeros(1)], 1) + down[k] * Qn[2]
             G.gap("o", "y", i + 1, -Qn[2] * (down[0] + down[1]))
@@ -297,12 +297,13 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
     zs, zo, ze = z
     Z = Problem(zs, zo, ze, P.mode, P.linear, P.n, P.m)  # the direction, read like the inputs
     out, dvalue, prev = [], P.zeros(1)[:, 0], None
+    ends = torch.exp(-value) if P.mode == LOCAL else P.zeros(1)[:, 0]  # the ends' p (local: the empty one's too)
     for i, vals in enumerate(vals_rows):
         Mr, Xr, Yr = vals
         if i == 0:
             dM, dY = P.zeros(), P.zeros()
         else:
-            diag, down = _edges_down(P, i - 1, vals_rows[i - 1], vals)
+            diag, down, _ = _edges_down(P, i - 1, vals_rows[i - 1], vals)
             dMp, dXp, dYp = prev
             dM = torch.cat([P.zeros(1), Z.score_row(i)[:, 1:] + sum(p * d[:, :-1] for p, d in zip(diag, prev))], 1)
             zoy, zey = Z.gaps_y("o", i), Z.gaps_y("e", i)
@@ -316,7 +317,21 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
         out.append(prev)
         for k, p in _end_probs(P, i, vals, value):
             dvalue = dvalue + (p * prev[k]).sum(1)
-    return out, dvalue
+            ends = ends + p.sum(1)
+    # sum p dV / sum p: local's p = exp(V - value) sum to 1 only to the rounding of V and
+    # value (~n + m), which times |dV| would stay in each end's dp = p (dV - d value)
+    return out, dvalue / torch.where(ends > 0, ends, torch.ones_like(ends)) if P.mode == LOCAL else dvalue
+
+
+def _centred(ps, ts, start=0.0):
+    """Each in-edge's tangent less the node's, t_k - sum_l p_l t_l (``start``: local mode's
+    start edge's probability, its tangent 0), from the edges' own p and t, not the node's
+    stored tangent: p sums to 1 only to rounding, and that error times |t| would stay in
+    dp = p (t_k - t_node); differences from a live edge's t cancel it."""
+    ref = torch.where(ps[0] > 0, ts[0], torch.where(ps[1] > 0, ts[1], ts[2]))
+    cs = [t - ref for t in ts]
+    mean = sum(p * c for p, c in zip(ps, cs)) - start * ref
+    return [c - mean for c in cs]
 
 
 def hvp(P: Problem, table, value, grad, z, K: int = 1):
@@ -339,19 +354,20 @@ def hvp(P: Problem, table, value, grad, z, K: int = 1):
             Q[k] = Q[k] + p
             dQ[k] = dQ[k] + p * (dv[k] - dvalue[:, None])
         if i < P.N:
-            nv, ndv = rows[i + 1], drows[i + 1]
-            diag, down = _edges_down(P, i, vals, nv)
-            zsr = Z.score_row(i + 1)[:, 1:]
+            nv = rows[i + 1]
+            diag, down, start = _edges_down(P, i, vals, nv)
             zoy, zey = Z.gaps_y("o", i + 1), Z.gaps_y("e", i + 1)
+            # diag edge k: tangent dv_k[j] + zs - dM_next[j + 1] (zs is every in-edge's: it cancels)
+            t_diag = _centred(diag, [d[:, :-1] for d in dv], start)
+            t_down = _centred(down, [dv[0] - zoy, dv[1] - zoy, dv[2] - zey])
             dE_y = []
             for k in range(3):
-                # diag edge k: weight s, tangent dv_k[j] + zs - dM_next[j + 1]
                 p = diag[k]
-                dp = p * (dv[k][:, :-1] + zsr - ndv[0][:, 1:])
+                dp = p * t_diag[k]
                 Q[k] = Q[k] + torch.cat([p * Qn[0][:, 1:], P.zeros(1)], 1)
                 dQ[k] = dQ[k] + torch.cat([p * dQn[0][:, 1:] + dp * Qn[0][:, 1:], P.zeros(1)], 1)
                 p = down[k]
-                dp = p * (dv[k] - (zey if k == 2 else zoy) - ndv[2])
+                dp = p * t_down[k]
                 Q[k] = Q[k] + p * Qn[2]
                 dE = p * dQn[2] + dp * Qn[2]
                 dQ[k] = dQ[k] + dE
@@ -361,10 +377,9 @@ def hvp(P: Problem, table, value, grad, z, K: int = 1):
         xm, xx, xy = _edges_x(P, i, vals)
         zox, zex = Z.gaps_x("o", i), Z.gaps_x("e", i)
         pad = lambda x: torch.cat([P.zeros(1), x[:, :-1]], 1)  # noqa: E731
-        # tangents of the X edges into j: p (dV_from[j - 1] + z_w[j] - dX[j])
-        dxm = xm * (pad(dv[0]) - zox - dv[1])
-        dxx = xx * (pad(dv[1]) - zex - dv[1])
-        dxy = xy * (pad(dv[2]) - zox - dv[1])
+        # tangents of the X edges into j: p (dV_from[j - 1] - z_w[j] - dX[j])
+        dxm, dxx, dxy = (p * t for p, t in zip((xm, xx, xy), _centred(
+            (xm, xx, xy), [pad(dv[0]) - zox, pad(dv[1]) - zex, pad(dv[2]) - zox])))
         QX = lin_scan(Q[1], _shift_left(xx, P), reverse=True)
         QX1 = _shift_left(QX, P)
         dQX = lin_scan(dQ[1] + QX1 * _shift_left(dxx, P), _shift_left(xx, P), reverse=True)
