@@ -801,6 +801,43 @@ def test_kernel_centre_is_the_leading_blocks_growth(band):
 
 
 @pytest.mark.interpret
+@pytest.mark.parametrize("band", [None, 12])
+def test_kernel_tangent_centre_is_the_leading_blocks_drift(band):
+    """The tangents' centring in one launch: nu = dV . v / (n0 + m0) of each pair's leading
+    block (T by its recurrence beside R's, v_gamma's entropy term too), as float64 autograd
+    gives it on the block; with the drift rule a direction of random signs gets none, and
+    the costs themselves (a clear drift) get the same nu as the ops' CPU path."""
+    from torchalign_kernels import soft_dtw_diag as KD
+    from torchalign.ops import soft_dtw as ops
+    from torchalign.ops.soft_align import leading_block
+
+    g = torch.Generator().manual_seed(32)
+    costs = torch.randn(4, 26, 38, generator=g)
+    gamma = torch.tensor([1.0, 0.3, 2.0, 0.7])
+    n, m = torch.tensor([26, 10, 26, 2]), torch.tensor([38, 38, 26, 1])
+    v = torch.randn(4, 26, 38, generator=g)
+    vg = torch.tensor([0.5, -1.0, 0.0, 2.0])
+    bw = -1 if band is None else band
+    nu = KD.centre(costs, gamma, n, m, bw, 16, v, vg, 0.0)
+    n0, m0 = leading_block(n, m, 16)
+    for b in range(4):
+        x = costs[b:b + 1, :n0[b], :m0[b]].double().requires_grad_()
+        gm = gamma[b:b + 1].double().requires_grad_()
+        gx, gg = torch.autograd.grad(ta.soft_dtw(x, gm, bandwidth=band).sum(), (x, gm))
+        want = ((gx * v[b:b + 1, :n0[b], :m0[b]]).sum() + gg[0] * vg[b]).item() / int(n0[b] + m0[b])
+        assert nu[b].item() == pytest.approx(want, rel=1e-4, abs=1e-5), (b, nu, want)
+    assert (KD.centre(costs, gamma, n, m, bw, 16, v, vg, ops.DRIFT_CLEAR) == 0).all()
+    drift = costs - 1.5
+    on_kernel = KD.centre(costs, gamma, n, m, bw, 16, drift, vg * 0, ops.DRIFT_CLEAR)
+    mu = torch.zeros(4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ops, "CENTRE_BLOCK", 16)
+        on_cpu = ops._tangent_centre(costs, gamma, n, m, mu, bw, drift, vg * 0)
+    assert (on_kernel != 0).any(), on_kernel
+    torch.testing.assert_close(on_kernel, on_cpu, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.interpret
 def test_kernels_small_gamma_large_costs(kernels_on_cpu, centred, monkeypatch):
     from torchalign_kernels import soft_dtw as K
 

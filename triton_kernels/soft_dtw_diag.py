@@ -37,7 +37,7 @@ from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align import PREFETCH, _prefetch
 from .soft_align_diag import block_for
-from .soft_dtw import _unscaled, _wait
+from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
 HAND_OFF = 16  # columns between a strip's releases of its progress counter (soft_align_diag's)
 SEGMENT = 64  # steps (anti-diagonals of a strip) the checkpointed backward recomputes at a time
@@ -236,11 +236,16 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             tl.store(value_ptr + b, tl.where(bad, float("nan"), _unscaled(v, scale) + mu * (n + m)))
 
 
-@triton.jit(do_not_specialize=["N", "M", "band"])
-def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band, SIDE: tl.constexpr):
-    """Program b: mu[b] = R[n0, m0] / (n0 + m0) of pair b's leading block, its n x m scaled to
-    SIDE a side (n0 = ceil(n SIDE / max(n, m)), at most n), by the forward's recurrence
-    (plain, unscaled); 0 where that is not finite. One program holds the block (a lane a row)."""
+@triton.jit(do_not_specialize=["N", "M", "band", "clear"])
+def soft_dtw_centre_kernel(cost_ptr, v_ptr, vg_ptr, gamma_ptr, n_ptr, m_ptr, out_ptr, N, M, band, clear,
+                           SIDE: tl.constexpr, TANGENT: tl.constexpr):
+    """Program b: out[b] = mu = R[n0, m0] / (n0 + m0) of pair b's leading block, its n x m
+    scaled to SIDE a side (n0 = ceil(n SIDE / max(n, m)), at most n), by the forward's
+    recurrence (plain, unscaled); 0 where that is not finite. One program holds the block (a
+    lane a row). TANGENT: out[b] = nu = dV . v / (n0 + m0) instead, the block's growth of
+    the tangents T = dR . v along (v, v_g) (their recurrence beside R's), taken only where
+    the drift is clear: |dV . v| over ``clear`` times rms(v) sqrt(n0 + m0), more than a v of
+    random signs would give (sqrt(sum (E v)^2) ~ rms(v) sqrt(sum E^2), sum E^2 <= n0 + m0)."""
     b = tl.program_id(0).to(tl.int64)
     n = tl.load(n_ptr + b).to(tl.int32)
     m = tl.load(m_ptr + b).to(tl.int32)
@@ -256,6 +261,15 @@ def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band
     left = tl.full((SIDE,), float("inf"), tl.float32)
     fin = tl.zeros((SIDE,), tl.float32)
     c_n = tl.load(crow, mask=lane & first, other=0.0)
+    vrow = v_ptr + (b * N + offs).to(tl.int64) * M  # (TANGENT: v and T as the costs and R)
+    vg = tl.load(vg_ptr + b)
+    v_n = tl.zeros((SIDE,), tl.float32)
+    if TANGENT:
+        v_n = tl.load(vrow, mask=lane & first, other=0.0)
+    t_up = tl.zeros((SIDE,), tl.float32)  # T of the cells above, diagonal and left (borders: 0)
+    t_dg = tl.zeros((SIDE,), tl.float32)
+    t_lf = tl.zeros((SIDE,), tl.float32)
+    squares = tl.zeros((SIDE,), tl.float32)
     t = 0
     while t < n0 + m0 - 1:
         c = t - offs
@@ -263,21 +277,41 @@ def soft_dtw_centre_kernel(cost_ptr, gamma_ptr, n_ptr, m_ptr, mu_ptr, N, M, band
         x = c_n * scale
         c_n = _costs_ahead(crow, c, lane, m0)
         v = _banded(_cell(up, diag, left, x), i, c, live, band)
-        fin = tl.where(live & (i == n0) & (c == m0 - 1), v, fin)
+        if TANGENT:
+            vc = v_n
+            v_n = _costs_ahead(vrow, c, lane, m0)
+            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(v, up, diag, left, live, 1.0)
+            tc = tl.where(ok, vc + wu * t_up + wd * t_dg + wl * t_lf + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2),
+                          0.0)
+            squares += tl.where(live, vc * vc, 0.0)
+            fin = tl.where(live & (i == n0) & (c == m0 - 1), tc, fin)
+            t_dg, t_lf, t_up = _shift(tc, t_up, 0.0, first, idx_up)
+        else:
+            fin = tl.where(live & (i == n0) & (c == m0 - 1), v, fin)
         diag, left, up = _shift(v, up, float("inf"), first, idx_up)
         t += 1
-    mu = tl.sum(tl.where(i == n0, fin, 0.0), 0) / scale / (n0 + m0).to(tl.float32)
-    tl.store(mu_ptr + b, tl.where(tl.abs(mu) < float("inf"), mu, 0.0))  # (NaN fails the test too)
+    span = (n0 + m0).to(tl.float32)
+    out = tl.sum(tl.where(i == n0, fin, 0.0), 0)
+    if TANGENT:
+        noise = tl.sqrt(tl.sum(squares, 0) / tl.maximum(n0 * m0, 1).to(tl.float32) * span)
+        out = tl.where(tl.abs(out) > clear * noise, out / span, 0.0)
+    else:
+        out = out / scale / span
+    tl.store(out_ptr + b, tl.where(tl.abs(out) < float("inf"), out, 0.0))  # (NaN fails the test too)
 
 
-def centre(costs, gamma, n, m, band: int, side: int):
-    """mu [B] for the ops' centring (torchalign.ops.soft_dtw.centre): one launch, one program
-    a pair."""
-    mu = costs.new_empty(costs.shape[0])
-    if mu.numel():
+def centre(costs, gamma, n, m, band: int, side: int, v_costs=None, v_gamma=None, clear: float = 0.0):
+    """mu [B] for the ops' centring (torchalign.ops.soft_dtw.centre), or with ``v_costs``,
+    ``v_gamma`` nu [B], the tangents' (``clear``: the drift rule's factor): one launch, one
+    program a pair."""
+    out = costs.new_empty(costs.shape[0])
+    if out.numel():
         B, N, M = costs.shape
-        _launch_centre((B,), costs, gamma.contiguous(), n, m, mu, N, M, band, SIDE=side, num_warps=max(1, side // 32))
-    return mu
+        tangent = v_costs is not None
+        v, vg = (v_costs.contiguous(), v_gamma.contiguous()) if tangent else (costs, gamma)
+        _launch_centre((B,), costs, v, vg, gamma.contiguous(), n, m, out, N, M, band, float(clear), SIDE=side,
+                       TANGENT=tangent, num_warps=max(1, side // 32))
+    return out
 
 
 def segments_shape(B: int, N: int, M: int, checkpoint: int):

@@ -163,20 +163,30 @@ def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int) -
 
 def _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma):
     """nu [B], the growth of the tangents T = dR . v per unit of i + j, from the leading
-    block's dV . v = <E, v> + dV/dgamma v_gamma (a forward and a backward of the block): the
-    Hessian-vector product then holds T - nu (i + j), as the values are centred (a direction
-    that drifts, such as the costs themselves, makes T grow like R). Only a drift the block
-    shows clearly is taken (|dV . v| over DRIFT_CLEAR times sqrt(sum (E v)^2), its spread were v
-    noise), as ops.soft_align._tangent_centre does: a noisy estimate would add a growth of its own."""
+    block's dV . v: the Hessian-vector product then holds T - nu (i + j), as the values are
+    centred (a direction that drifts, such as the costs themselves, makes T grow like R).
+    Only a drift the block shows clearly is taken: |dV . v| over DRIFT_CLEAR times
+    rms(v) sqrt(n0 + m0), more than a v of random signs would give (its spread
+    sqrt(sum (E v)^2) ~ rms(v) sqrt(sum E^2), and sum E^2 <= sum E <= n0 + m0); a noisy
+    estimate would add a growth of its own (ops.soft_align._tangent_centre's rule). On CUDA
+    one kernel launch (soft_dtw_diag.centre: T by its recurrence beside R); here a forward
+    and a backward of the block, dV . v = <E, v> + dV/dgamma v_gamma."""
+    if _triton(costs):
+        return kernels("soft_dtw_diag").centre(costs, gamma, n, m, bandwidth, CENTRE_BLOCK, v_costs, v_gamma,
+                                               DRIFT_CLEAR)
     with torch.no_grad():
         n0, m0 = leading_block(n, m, CENTRE_BLOCK)
         x = costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK].contiguous()
         _, saved, kept = forward(x, gamma, n0, m0, mu, bandwidth, 0, False)
         E, dgamma = backward(torch.ones_like(gamma), x, gamma, saved, kept, n0, m0, mu, bandwidth, 0, True)
-        ev = E * v_costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
-        d = ev.sum((1, 2)) + dgamma * v_gamma
-        clear = d.abs() > DRIFT_CLEAR * ev.square().sum((1, 2)).sqrt()
-        return torch.where(clear, d / (n0 + m0).clamp_min(1).to(d.dtype), 0.0)
+        v = v_costs[:, :CENTRE_BLOCK, :CENTRE_BLOCK]
+        d = (E * v).sum((1, 2)) + dgamma * v_gamma
+        span = (n0 + m0).clamp_min(1).to(d.dtype)
+        rows, cols = (torch.arange(k, device=v.device) for k in v.shape[1:])
+        block = (rows[None, :, None] < n0[:, None, None]) & (cols[None, None, :] < m0[:, None, None])
+        mean_square = torch.where(block, v * v, 0.0).sum((1, 2)) / (n0 * m0).clamp_min(1).to(d.dtype)
+        clear = d.abs() > DRIFT_CLEAR * (mean_square * span).sqrt()
+        return torch.where(clear, d / span, 0.0)
 
 
 def _save(ctx, inputs, saved, kept):
