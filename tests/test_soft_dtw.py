@@ -169,6 +169,35 @@ def test_float32_double_backward_along_the_costs():
     assert (hvp(c).double() - hvp(c.double())).abs().max() <= 6e-5
 
 
+def test_equals_pysdtw():
+    """pysdtw 0.0.5's SoftDTW (its CPU path: numba, R rounded to float32) on the same cost
+    matrices gives our values and gradients: square and not, padded pairs of unequal
+    lengths (its PackedSequence), gamma 1 and 0.1, a band on square pairs. (On a non-square
+    pair pysdtw scales its band's indices, and it takes bandwidth 0 as no band: the two
+    differ there by design, ta.soft_dtw's docstring says how.)"""
+    import pysdtw
+    from torch.nn.utils.rnn import pack_padded_sequence
+
+    g = torch.Generator().manual_seed(41)
+    for B, N, M, band, lengths in ((3, 7, 7, None, None), (2, 6, 9, None, None), (2, 9, 6, None, None),
+                                   (2, 8, 8, 2, None), (2, 7, 9, None, ([5, 7], [9, 4]))):
+        for gamma in (1.0, 0.1):
+            costs = torch.rand(B, N, M, generator=g, dtype=torch.float64) * 2
+            x = costs.clone().requires_grad_()
+            series = x, x.new_zeros(B, M, M)  # (its distance: the first series itself, our costs)
+            if lengths is not None:
+                series = [pack_padded_sequence(s, torch.tensor(k), batch_first=True, enforce_sorted=False)
+                          for s, k in zip(series, lengths)]
+            peer = pysdtw.SoftDTW(gamma=gamma, dist_func=lambda a, b: a, use_cuda=False, bandwidth=band)
+            want = peer(*series)
+            (want_grad,) = torch.autograd.grad(want.sum(), x)
+            y = costs.clone().requires_grad_()
+            got = ta.soft_dtw(y, gamma, lengths=lengths, bandwidth=band)
+            (got_grad,) = torch.autograd.grad(got.sum(), y)
+            torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(got_grad, want_grad, rtol=0, atol=1e-5)
+
+
 def test_gradcheck_and_gradgradcheck():
     """First and second order in float64 against finite differences, costs and gamma,
     with lengths, a band and checkpoints."""

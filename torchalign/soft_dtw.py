@@ -49,8 +49,10 @@ def soft_dtw(costs: torch.Tensor, gamma=1.0, *, lengths=None, bandwidth: int | N
     - ``lengths``: ``(n, m)``, each B integers (tensors or sequences): pair b uses
       ``costs[b, :n[b], :m[b]]``; the padding takes no part and gets zero gradient.
     - ``bandwidth``: a Sakoe-Chiba band: cells with ``|i - j| > bandwidth`` (1-based, on the
-      unscaled indices, as pysdtw and tslearn) are +inf. A band narrower than a pair's
-      ``|n - m|`` leaves its last cell outside: ValueError (not an infinite value).
+      unscaled indices, as tslearn; pysdtw's on square pairs, but pysdtw scales a
+      non-square pair's longer side to the shorter's and takes 0 as no band, where ours
+      is the diagonal alone) are +inf. A band narrower than a pair's ``|n - m|`` leaves
+      its last cell outside: ValueError (not an infinite value).
     - ``checkpoint``: K saves every K-th row of R only (memory N / K rows per pair instead
       of N) and recomputes the rest in the backward (one forward more).
       Without autograd (no_grad, or nothing requires a gradient) no row is saved.
