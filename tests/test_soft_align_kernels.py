@@ -147,23 +147,24 @@ def test_kernels_second_order_match_cpu_path(monkeypatch, mode, gaps):
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu")
-def test_kernels_centred_match_cpu_path(monkeypatch):
-    """The one-state kernels with the centring (forced on at this size): value, gradients
-    and a loss on P through the Hessian-vector product equal the CPU path's, centred or not;
-    strips of 4 rows."""
+@pytest.mark.parametrize("mode", MODES)
+def test_kernels_centred_match_cpu_path(monkeypatch, mode):
+    """The one-state kernels with the centring (forced on at this size; local and
+    semiglobal with their starts' and ends' share of it): value, gradients and a loss on P
+    through the Hessian-vector product equal the CPU path's, centred or not; strips of 4 rows."""
     _small_chunks(monkeypatch, 4)
     s, go, _, lengths = ref.random_batch(3, 9, 7, torch.float32, seed=5, linear=True)
     target = torch.rand(3, 9, 7, generator=torch.Generator().manual_seed(0))
 
     def run():
         x, o = s.clone().requires_grad_(), go.clone().requires_grad_()
-        v, P = ta.soft_alignment(x, o, mode="global", lengths=lengths)
+        v, P = ta.soft_alignment(x, o, mode=mode, lengths=lengths)
         (((P - target) ** 2).sum() + v.sum()).backward()
         return [v.detach(), x.grad, o.grad, None, torch.zeros(3)]
 
-    plain = _cpu_path(monkeypatch, s, go, None, "global", torch.ones(3), lengths)
+    plain = _cpu_path(monkeypatch, s, go, None, mode, torch.ones(3), lengths)
     monkeypatch.setattr(sys.modules["torchalign.soft_align"], "CENTRE_FROM", 0)
-    centred = _cpu_path(monkeypatch, s, go, None, "global", torch.ones(3), lengths)
+    centred = _cpu_path(monkeypatch, s, go, None, mode, torch.ones(3), lengths)
     _compare(centred, plain)
     got, want = run(), _cpu_path(monkeypatch, fn=run)
     _compare(got, want)
@@ -171,10 +172,12 @@ def test_kernels_centred_match_cpu_path(monkeypatch):
 
 @pytest.mark.interpret
 @pytest.mark.usefixtures("kernels_on_cpu")
-def test_kernels_centred_tangents_match_cpu_path(monkeypatch):
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_kernels_centred_tangents_match_cpu_path(monkeypatch, mode):
     """The Hessian-vector product of a centred problem along a direction that drifts (its
-    tangents centred too: the kernels read z_scores less 2 dc as they load): the same
-    outputs as the CPU path's; strips of 4 rows."""
+    tangents centred too: the kernels read z_scores less 2 dc as they load; local and
+    semiglobal starts and ends take their share of dc): the same outputs as the CPU path's;
+    strips of 4 rows."""
     _small_chunks(monkeypatch, 4)
     s, go, _, (q, t) = ref.random_batch(3, 9, 7, torch.float32, seed=5, linear=True)
     c = torch.tensor([0.4, -0.8, 1.5])
@@ -182,13 +185,13 @@ def test_kernels_centred_tangents_match_cpu_path(monkeypatch):
     z = 1 + torch.randn(3, 9, 7, generator=torch.Generator().manual_seed(3)) / 10
     zo = -torch.ones(3, 1, 1)
     grad = torch.tensor([0.5, 1.0, 1.5])
-    dc = sys.modules["torchalign.ops.soft_align"]._tangent_centre(s, gap, gap, q, t, c, z, zo, zo * 0, 0, True)
+    dc = sys.modules["torchalign.ops.soft_align"]._tangent_centre(s, gap, gap, q, t, c, z, zo, zo * 0, mode, True)
     assert (dc != 0).any(), dc
 
     def run():
-        value, table = torch.ops.torchalign.soft_align(s, gap, gap, q, t, c, 0, True, 1)
-        return torch.ops.torchalign.soft_align_hvp(s, gap, gap, q, t, c, table, value, grad, z, zo, zo * 0, 0, True,
-                                                   1)
+        value, table = torch.ops.torchalign.soft_align(s, gap, gap, q, t, c, mode, True, 1)
+        return torch.ops.torchalign.soft_align_hvp(s, gap, gap, q, t, c, table, value, grad, z, zo, zo * 0, mode,
+                                                   True, 1)
 
     got, want = run(), _cpu_path(monkeypatch, fn=run)
     for a, b in zip(got, want):

@@ -193,8 +193,8 @@ def _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoin
         K = checkpoint
     else:
         raise ValueError(f"checkpoint: expected None, 'auto' or an int >= 1 (save every K-th row), got {checkpoint!r}")
-    shift = None  # the centring where the one-state path runs in float32 on long global pairs
-    if (mode == "global" and linear and K == 1 and go.shape[1:] == (1, 1) and x.dtype == torch.float32
+    shift = None  # the centring where the one-state path runs in float32 on long pairs
+    if (linear and K == 1 and go.shape[1:] == (1, 1) and x.dtype == torch.float32
             and N + M >= CENTRE_FROM):
         shift = _centre(x, go, q_lens, t_lens, lengths is None)
         go = ge = go + shift[:, None, None]
@@ -206,8 +206,8 @@ def _value(value, args, post):
     """The op's value at temperature 1 of the centred problem -> the caller's value (``post``:
     the temperature, and n + m where every pair has it)."""
     T, span = post
-    q_lens, t_lens, shift = args[3:6]
-    if shift is not None:
+    q_lens, t_lens, shift, mode = args[3:7]
+    if shift is not None and mode == MODES.index("global"):  # (local, semiglobal: the op's value is plain)
         value = value + shift * (span if span is not None else (q_lens + t_lens).to(value.dtype))
     return value if isinstance(T, float) and T == 1.0 else value * T
 

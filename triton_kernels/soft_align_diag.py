@@ -195,11 +195,12 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             if MODE == 0:
                 v0 = -j.to(tl.float32) * g
             elif MODE == 2:
-                v0 = tl.zeros((BLOCK,), tl.float32)
+                v0 = -j.to(tl.float32) * (0.5 * sh2)  # (0 less the centring's c j)
             else:
                 v0 = tl.full((BLOCK,), NEG, tl.float32)
-            if TANGENT:  # d of row 0: global's -j g, the others constant
-                tl.store(dtab + j, tl.where(MODE == 0, -j.to(tl.float32) * zg, 0.0), mask=j <= m)
+            if TANGENT:  # d of row 0: global's -j g, semiglobal's -dc j, local's none
+                d0 = tl.where(MODE == 0, zg, tl.where(MODE == 2, 0.5 * dsh2, 0.0))
+                tl.store(dtab + j, -j.to(tl.float32) * d0, mask=j <= m)
             else:
                 tl.store(tab + j, v0, mask=j <= m)
             j0 += BLOCK
@@ -253,8 +254,10 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             if t + 2 <= m:
                 seen = _wait(flag_in, t + 3, seen)
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
+            span = (r0 + 1 + offs + j).to(tl.float32)  # i + j of the lanes' cells (the centring's unit)
             if MODE == 1:
-                ld = _lse2(tl.zeros_like(diag), diag)
+                start = (2.0 - span) * (0.5 * sh2)  # a start here: 0 less the centring's c (i + j - 2)
+                ld = _lse2(start, diag)
             else:
                 ld = diag
             dterm = tl.where(j >= 1, s + ld, NEG)
@@ -266,8 +269,8 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
                 _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
-                if MODE == 1:
-                    dd = zs + _p(diag, ld) * ddiag  # d lse(0, V_diag) = sigma d V_diag
+                if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
+                    dd = zs + _p(diag, ld) * ddiag + _p(start, ld) * ((2.0 - span) * (0.5 * dsh2))
                 else:
                     dd = zs + ddiag
                 du = dup - zg
@@ -276,21 +279,21 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 tl.store(dtab + ds + offs, dv, mask=live)
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
-                elif MODE == 1:
-                    pe = tl.where(live & (j >= 1), _p(dterm, vtot), 0.0)
-                    dacc += pe * dd
+                elif MODE == 1:  # (the ends get the centring back: + c (i + j), their tangents + dc (i + j))
+                    pe = tl.where(live & (j >= 1), _p(dterm + span * (0.5 * sh2), vtot), 0.0)
+                    dacc += pe * (dd + span * (0.5 * dsh2))
                     dden += pe
                 else:
-                    pe = tl.where(live & last_row, _p(dterm, vtot), 0.0)
-                    pu_e = tl.where(live & last_row, _p(up - g, vtot), 0.0)
-                    dacc += pe * dd + pu_e * du
+                    pe = tl.where(live & last_row, _p(dterm + span * (0.5 * sh2), vtot), 0.0)
+                    pu_e = tl.where(live & last_row, _p(up - g + span * (0.5 * sh2), vtot), 0.0)
+                    dacc += pe * (dd + span * (0.5 * dsh2)) + pu_e * (du + span * (0.5 * dsh2))
                     dden += pe + pu_e
             else:
                 tl.store(tab + ds + offs, v, mask=live)
-                if MODE == 1:
-                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm, NEG))
+                if MODE == 1:  # (the ends get the centring back: + c (i + j))
+                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + span * (0.5 * sh2), NEG))
                 elif MODE == 2:
-                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g), NEG))
+                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + span * (0.5 * sh2), NEG))
             ts += _top_step(r0, t + 2, m, BLOCK)
             ds += _slot_step(t, R, m)
             diag = up

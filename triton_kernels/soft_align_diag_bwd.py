@@ -170,10 +170,11 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
             has_l = live & (j >= 1)
-            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(0, Vd)
+            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(start, Vd)
             sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
+            span = (i + j).to(tl.float32)  # (the centring's unit: starts lose c (i + j - 2), ends get c (i + j))
             if MODE == 1:
-                ld = _lse2(tl.zeros_like(Vd), Vd)
+                ld = _lse2((2.0 - span) * (0.5 * sh2), Vd)
                 sig = _p(Vd, ld)
             dterm = tl.where(has_l, s + ld, NEG)
             uterm = tl.where(live, Vu - g, NEG)
@@ -196,6 +197,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs,
                                                           lane, bottom, m, 0.0, dsh2)
                 dd = zs + sig * dVd
+                if MODE == 1:  # (local's start term has a tangent too: -dc (i + j - 2))
+                    dd += (1.0 - sig) * ((2.0 - span) * (0.5 * dsh2))
                 du = dVu - zg
                 dl = dVl - zg
                 dq = df_left + df_below + dbelow
@@ -204,20 +207,20 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dqu = dq * pu + q * pu * au
                 dql = dq * pl + q * pl * al
             if MODE == 1:
-                e = tl.where(has_l, gout * _p(dterm, vv), 0.0)  # the end edge from M
+                e = tl.where(has_l, gout * _p(dterm + span * (0.5 * sh2), vv), 0.0)  # the end edge from M
                 qd += e
                 if HVP:
-                    dqd += e * (dd - dvv)
+                    dqd += e * (dd + span * (0.5 * dsh2) - dvv)
             elif MODE == 2:
                 e_node = _lse2(dterm, uterm)
-                e = tl.where(live & last_row, gout * _p(e_node, vv), 0.0)
+                e = tl.where(live & last_row, gout * _p(e_node + span * (0.5 * sh2), vv), 0.0)
                 ed = e * _p(dterm, e_node)
                 eu = e * _p(uterm, e_node)
                 qd += ed
                 qu += eu
                 if HVP:
-                    dqd += ed * (dd - dvv)
-                    dqu += eu * (du - dvv)
+                    dqd += ed * (dd + span * (0.5 * dsh2) - dvv)
+                    dqu += eu * (du + span * (0.5 * dsh2) - dvv)
             qd = tl.where(live, qd, 0.0)
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, ql, 0.0)
@@ -231,7 +234,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dql = tl.where(live, dql, 0.0)
                 dfd = dqd * sig
                 if MODE == 1:
-                    dfd += qd * sig * (1.0 - sig) * dVd
+                    dfd += qd * sig * (1.0 - sig) * (dVd - (2.0 - span) * (0.5 * dsh2))  # (d sigma, the start's too)
                 tl.store(grow + j - 1, dqd, mask=has_l)
                 cu = dqu  # what the gap terms and the flows into row 0 count
                 cd = dfd

@@ -68,9 +68,14 @@ def lin_scan(a: torch.Tensor, c: torch.Tensor, reverse: bool = False) -> torch.T
 
 
 class Problem:
-    """One batch: scores (padding zeroed), gaps as [B, N, M] views, lengths, mode."""
+    """One batch: scores (padding zeroed), gaps as [B, N, M] views, lengths, mode; ``centre``
+    c [B] or None: the values are held as V - c (i + j) (the caller reads scores - 2c and
+    gaps + c, which lowers every path by c per unit of i + j: global alignments all by
+    c (n + m), so the caller adds that back; a local or semiglobal one by c times its own
+    span, so here each start term gets -c (i + j) of its cell and each end term + c (i + j),
+    and the value is the plain one)."""
 
-    def __init__(self, scores, gap_open, gap_extend, mode: int, linear: bool, q_lens, t_lens):
+    def __init__(self, scores, gap_open, gap_extend, mode: int, linear: bool, q_lens, t_lens, centre=None):
         B, N, M = scores.shape
         self.B, self.N, self.M, self.mode, self.linear = B, N, M, mode, linear
         self.dtype, self.device = scores.dtype, scores.device
@@ -83,6 +88,13 @@ class Problem:
         self.go, self.ge = gap_open.expand(B, N, M), ge.expand(B, N, M)
         self.go0, self.ge0 = gap_open[:, :1, :1].reshape(B, 1), ge[:, :1, :1].reshape(B, 1)  # (broadcast gaps)
         self.j = torch.arange(M + 1, device=self.device)
+        self.c = None if centre is None else centre.to(self.dtype)[:, None]
+
+    def at(self, i):
+        """[B, M + 1]: c (i + j) (0 without a centring): what the centring took from row i's values."""
+        if self.c is None:
+            return self.zeros()
+        return self.c * (i + self.j)[None, :].to(self.dtype)
 
     def neg(self, width=None):
         return torch.full((self.B, self.M + 1 if width is None else width), -INF, dtype=self.dtype, device=self.device)
@@ -123,7 +135,7 @@ def row0(P: Problem):
     """(M, X, Y) of row 0: global M[0, 0] = 0 and leading target gaps; semiglobal M[0, j] = 0
     (free leading target residues, no X there); local all -inf."""
     if P.mode == SEMIGLOBAL:
-        return P.zeros(), P.neg(), P.neg()
+        return -P.at(0), P.neg(), P.neg()
     Mr, Yr = P.neg(), P.neg()
     if P.mode == GLOBAL:
         Mr[:, 0] = 0
@@ -136,11 +148,16 @@ def row(P: Problem, i, prev):
     Mp, Xp, Yp = prev
     diag = _lse(Mp[:, :-1], Xp[:, :-1], Yp[:, :-1])
     if P.mode == LOCAL:  # an alignment may start at any aligned pair
-        diag = torch.logaddexp(diag, torch.zeros_like(diag))
+        diag = torch.logaddexp(diag, _start(P, i))
     Mr = torch.cat([P.neg(1), P.score_row(i)[:, 1:] + diag], 1)
     oy = P.gaps_y("o", i)
     Yr = _lse(Mp - oy, Xp - oy, Yp - P.gaps_y("e", i))
     return Mr, _x_row(P, Mr, Yr, i), Yr
+
+
+def _start(P: Problem, i):
+    """[B, M]: local mode's start term of row i's cells j = 1..M, 0 less the centring's c (i + j - 2)."""
+    return -P.at(i - 1)[:, :-1]
 
 
 def _rows(P: Problem, start, prev, stop):
@@ -171,7 +188,8 @@ def _end_terms(P: Problem, i, vals):
 def _end_probs(P: Problem, i, vals, value):
     """[(state, [B, M + 1] probability of ending there)] for row i; global and semiglobal
     ends (all in one row) normalised to sum to exactly 1 (see _normalised)."""
-    terms = [(k, torch.where(mask, _p(vals[k], value[:, None].expand_as(vals[k])), 0.0))
+    off = _end_offset(P, i)
+    terms = [(k, torch.where(mask, _p(vals[k] + off, value[:, None].expand_as(vals[k])), 0.0))
              for k, mask in _end_terms(P, i, vals)]
     if P.mode == LOCAL:
         return terms
@@ -179,9 +197,16 @@ def _end_probs(P: Problem, i, vals, value):
     return [(k, p / torch.where(total > 0, total, 1.0)) for k, p in terms]
 
 
+def _end_offset(P: Problem, i):
+    """What row i's end terms get back of the centring: c (i + j), but for global mode, whose
+    caller adds c (n + m) to the value (0 without a centring)."""
+    return P.zeros() if P.mode == GLOBAL else P.at(i)
+
+
 def _end_lse(P, i, vals):
     """lse of the end terms of row i per pair ([B], -inf if none)."""
-    parts = [torch.where(mask, vals[k], -INF) for k, mask in _end_terms(P, i, vals)]
+    off = _end_offset(P, i)
+    parts = [torch.where(mask, vals[k] + off, -INF) for k, mask in _end_terms(P, i, vals)]
     return torch.logsumexp(torch.cat(parts, 1), 1)
 
 
@@ -244,7 +269,7 @@ def _edges_down(P, i, vals, nxt):
     local mode's start edge into M at j + 1 (else 0)."""
     Mn, _, Yn = nxt
     lse_in = Mn[:, 1:] - P.score_row(i + 1)[:, 1:]  # the log-sum over M's predecessors
-    start = _p(torch.zeros_like(lse_in), lse_in) if P.mode == LOCAL else torch.zeros_like(lse_in)
+    start = _p(_start(P, i + 1), lse_in) if P.mode == LOCAL else torch.zeros_like(lse_in)
     *diag, start = _normalised([_p(v[:, :-1], lse_in) for v in vals] + [start])
     oy, ey = P.gaps_y("o", i + 1), P.gaps_y("e", i + 1)
     down = _normalised([_p(vals[0] - oy, Yn), _p(vals[1] - oy, Yn), _p(vals[2] - ey, Yn)])
@@ -294,18 +319,18 @@ def backward(P: Problem, table, value, grad, K: int = 1):
 def _tangent_rows(P: Problem, vals_rows, value, z):
     """Directional derivatives (dM, dX, dY) of every row's values along z = (dS, dopen, dext)
     (a forward sweep) and of the value (dvalue [B])."""
-    zs, zo, ze = z
-    Z = Problem(zs, zo, ze, P.mode, P.linear, P.n, P.m)  # the direction, read like the inputs
+    Z = _direction(P, z)
     out, dvalue, prev = [], P.zeros(1)[:, 0], None
     ends = torch.exp(-value) if P.mode == LOCAL else P.zeros(1)[:, 0]  # the ends' p (local: the empty one's too)
     for i, vals in enumerate(vals_rows):
         Mr, Xr, Yr = vals
         if i == 0:
-            dM, dY = P.zeros(), P.zeros()
+            dM, dY = -Z.at(0) if P.mode == SEMIGLOBAL else P.zeros(), P.zeros()
         else:
-            diag, down, _ = _edges_down(P, i - 1, vals_rows[i - 1], vals)
+            diag, down, start = _edges_down(P, i - 1, vals_rows[i - 1], vals)
             dMp, dXp, dYp = prev
-            dM = torch.cat([P.zeros(1), Z.score_row(i)[:, 1:] + sum(p * d[:, :-1] for p, d in zip(diag, prev))], 1)
+            into = sum(p * d[:, :-1] for p, d in zip(diag, prev)) + start * _start(Z, i)  # (start: local's)
+            dM = torch.cat([P.zeros(1), Z.score_row(i)[:, 1:] + into], 1)
             zoy, zey = Z.gaps_y("o", i), Z.gaps_y("e", i)
             dY = down[0] * (dMp - zoy) + down[1] * (dXp - zoy) + down[2] * (dYp - zey)
         xm, xx, xy = _edges_x(P, i, vals)
@@ -316,22 +341,29 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
         prev = (dM, dX, dY)
         out.append(prev)
         for k, p in _end_probs(P, i, vals, value):
-            dvalue = dvalue + (p * prev[k]).sum(1)
+            dvalue = dvalue + (p * (prev[k] + _end_offset(Z, i))).sum(1)
             ends = ends + p.sum(1)
     # sum p dV / sum p: local's p = exp(V - value) sum to 1 only to the rounding of V and
     # value (~n + m), which times |dV| would stay in each end's dp = p (dV - d value)
     return out, dvalue / torch.where(ends > 0, ends, torch.ones_like(ends)) if P.mode == LOCAL else dvalue
 
 
-def _centred(ps, ts, start=0.0):
-    """Each in-edge's tangent less the node's, t_k - sum_l p_l t_l (``start``: local mode's
-    start edge's probability, its tangent 0), from the edges' own p and t, not the node's
-    stored tangent: p sums to 1 only to rounding, and that error times |t| would stay in
-    dp = p (t_k - t_node); differences from a live edge's t cancel it."""
+def _centred(ps, ts, start=0.0, t_start=0.0):
+    """Each in-edge's tangent less the node's, t_k - sum_l p_l t_l (``start``, ``t_start``:
+    local mode's start edge's probability and tangent), from the edges' own p and t, not the
+    node's stored tangent: p sums to 1 only to rounding, and that error times |t| would stay
+    in dp = p (t_k - t_node); differences from a live edge's t cancel it."""
     ref = torch.where(ps[0] > 0, ts[0], torch.where(ps[1] > 0, ts[1], ts[2]))
     cs = [t - ref for t in ts]
-    mean = sum(p * c for p, c in zip(ps, cs)) - start * ref
+    mean = sum(p * c for p, c in zip(ps, cs)) + start * (t_start - ref)
     return [c - mean for c in cs]
+
+
+def _direction(P: Problem, z):
+    """The direction z = (dS, dopen, dext[, dc]) read like the inputs (dc: the tangents'
+    centring, as P's c is the values')."""
+    zs, zo, ze, *dc = z
+    return Problem(zs, zo, ze, P.mode, P.linear, P.n, P.m, dc[0] if dc else None)
 
 
 def hvp(P: Problem, table, value, grad, z, K: int = 1):
@@ -341,8 +373,7 @@ def hvp(P: Problem, table, value, grad, z, K: int = 1):
     of the adjoints and their tangents). Holds every row (values and tangents)."""
     rows = [vals for _, vals in _segments(P, table, K)][::-1]
     drows, dvalue = _tangent_rows(P, rows, value, z)
-    zs, zo, ze = z
-    Z = Problem(zs, zo, ze, P.mode, P.linear, P.n, P.m)
+    Z = _direction(P, z)
     G = _Grads(P)
     Qn = dQn = None
     for i in range(P.N, -1, -1):
@@ -352,13 +383,13 @@ def hvp(P: Problem, table, value, grad, z, K: int = 1):
         for k, p in _end_probs(P, i, vals, value):
             p = grad[:, None] * p
             Q[k] = Q[k] + p
-            dQ[k] = dQ[k] + p * (dv[k] - dvalue[:, None])
+            dQ[k] = dQ[k] + p * (dv[k] + _end_offset(Z, i) - dvalue[:, None])
         if i < P.N:
             nv = rows[i + 1]
             diag, down, start = _edges_down(P, i, vals, nv)
             zoy, zey = Z.gaps_y("o", i + 1), Z.gaps_y("e", i + 1)
             # diag edge k: tangent dv_k[j] + zs - dM_next[j + 1] (zs is every in-edge's: it cancels)
-            t_diag = _centred(diag, [d[:, :-1] for d in dv], start)
+            t_diag = _centred(diag, [d[:, :-1] for d in dv], start, _start(Z, i + 1))
             t_down = _centred(down, [dv[0] - zoy, dv[1] - zoy, dv[2] - zey])
             dE_y = []
             for k in range(3):
