@@ -147,9 +147,10 @@ def _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_score
     """dc [B], the growth of the tangents dV along z per unit of i + j, from the leading
     block's d value = <P, z_scores> + d value / d gaps z_gaps (one forward and one
     backward of the block). As the centring of the values: z_scores - 2 dc and z_gaps + dc
-    lower every global alignment's derivative by dc (n + m), so the tangent table holds
-    dV - dc (i + j), small numbers, and the outputs are those of the plain tangents (the
-    derivative of the value gets dc (n + m) back). Only a drift the block shows clearly is
+    lower every global alignment's derivative by dc (n + m) (local and semiglobal starts
+    and ends take their share of dc as of c), so the tangent table holds dV - dc (i + j),
+    small numbers, and the outputs are those of the plain tangents (global: the derivative
+    of the value gets dc (n + m) back). Only a drift the block shows clearly is
     taken (|d| over 4 times sqrt(sum (P z)^2), its spread were z noise): a direction of
     random signs has none, and a noisy estimate would add a growth of its own (1,100^2
     float32, z unit normal: 1.6e-5 -> 8.5e-5 off float64 with it; z = the scores, which
