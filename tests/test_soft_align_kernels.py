@@ -285,6 +285,29 @@ def test_cuda_matches_float64_reference(mode, gaps):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", MODES)
+def test_cuda_centred_matches_float64_reference(monkeypatch, mode):
+    """The centring forced on (CENTRE_FROM 0) for padded pairs of every mode: values,
+    gradients and the Hessian-vector product of the one-state kernels equal the float64
+    CPU path at the issue's bar (local and semiglobal starts and ends take their share of
+    the centring in the kernels)."""
+    monkeypatch.setattr(sys.modules["torchalign.soft_align"], "CENTRE_FROM", 0)
+    s, go, _, lengths = ref.random_batch(3, 200, 300, torch.float32, seed=17, linear=True)
+    s = s + 0.5  # (long alignments: a drift to centre, in the values and along the scores)
+    T = torch.ones(3)
+    want = _run(s.double(), go.double(), None, mode, T.double(), lengths)
+    _compare(_run(s, go, None, mode, T, lengths, device="cuda"), want, atol=1e-3)
+
+    def hvp(dev, dt):
+        x = s.to(dev, dt, copy=True).requires_grad_()
+        P = ta.soft_alignment(x, go.to(dev, dt), mode=mode, lengths=tuple(v.to(dev) for v in lengths))[1]
+        ((P - s.to(dev, dt)) ** 2).sum().backward()
+        return x.grad.double().cpu()
+
+    torch.testing.assert_close(hvp("cuda", torch.float32), hvp("cpu", torch.float64), rtol=0, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", MODES)
 def test_cuda_strips_of_256_rows(monkeypatch, mode):
     """A batch that fills the SMs with pairs of 129..1,024 rows runs strips of 256 rows (eight
     warps; ragged pairs of 0..300 rows: one strip or two, the second partial); so do strips of
