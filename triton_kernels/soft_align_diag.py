@@ -174,13 +174,15 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
-    sh2 = 2.0 * tl.load(c_ptr + b, mask=shifted != 0, other=0.0)
+    centre = tl.load(c_ptr + b, mask=shifted != 0, other=0.0)  # (the values held as V - centre (i + j))
+    sh2 = 2.0 * centre
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     zg = 0.0
     if TANGENT:
         zg = tl.load(zg_ptr + b)
-        dsh2 = 2.0 * tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)
+        dcentre = tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)  # (the tangents as dV - dcentre (i + j))
+        dsh2 = 2.0 * dcentre
         zsp = zs_ptr + b * s_b
         dtab = dtab_ptr + b * tab_b
         vtot = tl.zeros((BLOCK,), tl.float32) + tl.load(value_ptr + b)
@@ -195,11 +197,11 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             if MODE == 0:
                 v0 = -j.to(tl.float32) * g
             elif MODE == 2:
-                v0 = -j.to(tl.float32) * (0.5 * sh2)  # (0 less the centring's c j)
+                v0 = -j.to(tl.float32) * centre  # (0 less the centring's c j)
             else:
                 v0 = tl.full((BLOCK,), NEG, tl.float32)
             if TANGENT:  # d of row 0: global's -j g, semiglobal's -dc j, local's none
-                d0 = tl.where(MODE == 0, zg, tl.where(MODE == 2, 0.5 * dsh2, 0.0))
+                d0 = tl.where(MODE == 0, zg, tl.where(MODE == 2, dcentre, 0.0))
                 tl.store(dtab + j, -j.to(tl.float32) * d0, mask=j <= m)
             else:
                 tl.store(tab + j, v0, mask=j <= m)
@@ -256,7 +258,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
             span = (r0 + 1 + offs + j).to(tl.float32)  # i + j of the lanes' cells (the centring's unit)
             if MODE == 1:
-                start = (2.0 - span) * (0.5 * sh2)  # a start here: 0 less the centring's c (i + j - 2)
+                start = (2.0 - span) * centre  # a start here: 0 less the centring's c (i + j - 2)
                 ld = _lse2(start, diag)
             else:
                 ld = diag
@@ -270,7 +272,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
                 if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
-                    dd = zs + _p(diag, ld) * ddiag + _p(start, ld) * ((2.0 - span) * (0.5 * dsh2))
+                    dd = zs + _p(diag, ld) * ddiag + _p(start, ld) * ((2.0 - span) * dcentre)
                 else:
                     dd = zs + ddiag
                 du = dup - zg
@@ -280,20 +282,20 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
                 elif MODE == 1:  # (the ends get the centring back: + c (i + j), their tangents + dc (i + j))
-                    pe = tl.where(live & (j >= 1), _p(dterm + span * (0.5 * sh2), vtot), 0.0)
-                    dacc += pe * (dd + span * (0.5 * dsh2))
+                    pe = tl.where(live & (j >= 1), _p(dterm + span * centre, vtot), 0.0)
+                    dacc += pe * (dd + span * dcentre)
                     dden += pe
                 else:
-                    pe = tl.where(live & last_row, _p(dterm + span * (0.5 * sh2), vtot), 0.0)
-                    pu_e = tl.where(live & last_row, _p(up - g + span * (0.5 * sh2), vtot), 0.0)
-                    dacc += pe * (dd + span * (0.5 * dsh2)) + pu_e * (du + span * (0.5 * dsh2))
+                    pe = tl.where(live & last_row, _p(dterm + span * centre, vtot), 0.0)
+                    pu_e = tl.where(live & last_row, _p(up - g + span * centre, vtot), 0.0)
+                    dacc += pe * (dd + span * dcentre) + pu_e * (du + span * dcentre)
                     dden += pe + pu_e
             else:
                 tl.store(tab + ds + offs, v, mask=live)
                 if MODE == 1:  # (the ends get the centring back: + c (i + j))
-                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + span * (0.5 * sh2), NEG))
+                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + span * centre, NEG))
                 elif MODE == 2:
-                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + span * (0.5 * sh2), NEG))
+                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + span * centre, NEG))
             ts += _top_step(r0, t + 2, m, BLOCK)
             ds += _slot_step(t, R, m)
             diag = up

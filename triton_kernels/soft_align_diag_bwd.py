@@ -86,7 +86,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     n = tl.load(q_ptr + b).to(tl.int32)
     m = tl.load(t_ptr + b).to(tl.int32)
     g = tl.load(g_ptr + b)
-    sh2 = 2.0 * tl.load(c_ptr + b, mask=shifted != 0, other=0.0)
+    centre = tl.load(c_ptr + b, mask=shifted != 0, other=0.0)  # (the values held as V - centre (i + j))
+    sh2 = 2.0 * centre
     value = tl.load(value_ptr + b)
     gout = tl.load(grad_ptr + b * grad_s)
     sp = s_ptr + b * s_b
@@ -99,9 +100,11 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     zg = 0.0
     dvv = tl.zeros((BLOCK,), tl.float32)
     dsh2 = 0.0
+    dcentre = 0.0
     if HVP:
         zg = tl.load(zg_ptr + b)
-        dsh2 = 2.0 * tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)
+        dcentre = tl.load(dc_ptr + b, mask=shifted != 0, other=0.0)  # (the tangents as dV - dcentre (i + j))
+        dsh2 = 2.0 * dcentre
         dvv += tl.load(dvalue_ptr + b)
         dtab = dtab_ptr + b * tab_b
     flag_out = sync_ptr + 2 + b * S + k
@@ -174,7 +177,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
             span = (i + j).to(tl.float32)  # (the centring's unit: starts lose c (i + j - 2), ends get c (i + j))
             if MODE == 1:
-                ld = _lse2((2.0 - span) * (0.5 * sh2), Vd)
+                ld = _lse2((2.0 - span) * centre, Vd)
                 sig = _p(Vd, ld)
             dterm = tl.where(has_l, s + ld, NEG)
             uterm = tl.where(live, Vu - g, NEG)
@@ -198,7 +201,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                                                           lane, bottom, m, 0.0, dsh2)
                 dd = zs + sig * dVd
                 if MODE == 1:  # (local's start term has a tangent too: -dc (i + j - 2))
-                    dd += (1.0 - sig) * ((2.0 - span) * (0.5 * dsh2))
+                    dd += (1.0 - sig) * ((2.0 - span) * dcentre)
                 du = dVu - zg
                 dl = dVl - zg
                 dq = df_left + df_below + dbelow
@@ -207,20 +210,20 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dqu = dq * pu + q * pu * au
                 dql = dq * pl + q * pl * al
             if MODE == 1:
-                e = tl.where(has_l, gout * _p(dterm + span * (0.5 * sh2), vv), 0.0)  # the end edge from M
+                e = tl.where(has_l, gout * _p(dterm + span * centre, vv), 0.0)  # the end edge from M
                 qd += e
                 if HVP:
-                    dqd += e * (dd + span * (0.5 * dsh2) - dvv)
+                    dqd += e * (dd + span * dcentre - dvv)
             elif MODE == 2:
                 e_node = _lse2(dterm, uterm)
-                e = tl.where(live & last_row, gout * _p(e_node + span * (0.5 * sh2), vv), 0.0)
+                e = tl.where(live & last_row, gout * _p(e_node + span * centre, vv), 0.0)
                 ed = e * _p(dterm, e_node)
                 eu = e * _p(uterm, e_node)
                 qd += ed
                 qu += eu
                 if HVP:
-                    dqd += ed * (dd + span * (0.5 * dsh2) - dvv)
-                    dqu += eu * (du + span * (0.5 * dsh2) - dvv)
+                    dqd += ed * (dd + span * dcentre - dvv)
+                    dqu += eu * (du + span * dcentre - dvv)
             qd = tl.where(live, qd, 0.0)
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, ql, 0.0)
@@ -234,7 +237,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dql = tl.where(live, dql, 0.0)
                 dfd = dqd * sig
                 if MODE == 1:
-                    dfd += qd * sig * (1.0 - sig) * (dVd - (2.0 - span) * (0.5 * dsh2))  # (d sigma, the start's too)
+                    dfd += qd * sig * (1.0 - sig) * (dVd - (2.0 - span) * dcentre)  # (d sigma, the start's too)
                 tl.store(grow + j - 1, dqd, mask=has_l)
                 cu = dqu  # what the gap terms and the flows into row 0 count
                 cd = dfd
