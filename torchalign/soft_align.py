@@ -208,8 +208,8 @@ def _value(value, args, post):
     """The op's value at temperature 1 of the centred problem -> the caller's value (``post``:
     the temperature, and n + m where every pair has it)."""
     T, span = post
-    q_lens, t_lens, shift, mode = args[3:7]
-    if shift is not None and mode == MODES.index("global"):  # (local, semiglobal: the op's value is plain)
+    q_lens, t_lens, shift = args[3:6]
+    if shift is not None:
         value = value + shift * (span if span is not None else (q_lens + t_lens).to(value.dtype))
     return value if isinstance(T, float) and T == 1.0 else value * T
 

@@ -99,10 +99,11 @@ def _lse3_p(a, b, c):
 
 
 @triton.jit
-def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constexpr, den=0.0, den_ptr=None):
+def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constexpr, den=0.0, den_ptr=None,
+            empty=0.0):
     """Store strip k's share of pair b's result; the pair's last strip to finish writes
-    out[b]: the shares' sum (how 0), their log-sum-exp (1), or that with one more term 0
-    (2: local's empty alignment), or the shares' sum over the sum of the ``den`` shares
+    out[b]: the shares' sum (how 0), their log-sum-exp (1), or that with one more term
+    ``empty`` (2: local's empty alignment), or the shares' sum over the sum of the ``den`` shares
     (3, den_ptr: a weighted mean). A NaN share (a wait gave up) makes out[b] NaN. (One
     combine in the kernel, not a chain of small torch launches after it.)"""
     tl.store(part_ptr + b * S + k, share)
@@ -111,7 +112,7 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
     tl.debug_barrier()
     if tl.atomic_add(count_ptr + b, 1, sem="acq_rel") == S - 1:  # the others' shares precede their release
         offs = tl.arange(0, BLOCK)
-        mx = tl.where(how == 2, 0.0, NEG)
+        mx = tl.where(how == 2, empty, NEG)
         acc = tl.where(how == 2, 1.0, 0.0)  # a sum, or the sum of exp(share - mx)
         total = tl.full((), 0.0, tl.float32)  # (how 3: the den shares' sum)
         bad = 0
@@ -176,6 +177,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     g = tl.load(g_ptr + b)
     centre = tl.load(c_ptr + b, mask=shifted != 0, other=0.0)  # (the values held as V - centre (i + j))
     sh2 = 2.0 * centre
+    nm = (n + m).to(tl.float32)  # (the value is held less centre nm: an end at (i, j) less centre (nm - i - j))
     sp = s_ptr + b * s_b
     tab = tab_ptr + b * tab_b
     zg = 0.0
@@ -282,20 +284,20 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
                 elif MODE == 1:  # (the ends get the centring back: + c (i + j), their tangents + dc (i + j))
-                    pe = tl.where(live & (j >= 1), _p(dterm + span * centre, vtot), 0.0)
-                    dacc += pe * (dd + span * dcentre)
+                    pe = tl.where(live & (j >= 1), _p(dterm + (span - nm) * centre, vtot), 0.0)
+                    dacc += pe * (dd + (span - nm) * dcentre)
                     dden += pe
                 else:
-                    pe = tl.where(live & last_row, _p(dterm + span * centre, vtot), 0.0)
-                    pu_e = tl.where(live & last_row, _p(up - g + span * centre, vtot), 0.0)
-                    dacc += pe * (dd + span * dcentre) + pu_e * (du + span * dcentre)
+                    pe = tl.where(live & last_row, _p(dterm + (span - nm) * centre, vtot), 0.0)
+                    pu_e = tl.where(live & last_row, _p(up - g + (span - nm) * centre, vtot), 0.0)
+                    dacc += pe * (dd + (span - nm) * dcentre) + pu_e * (du + (span - nm) * dcentre)
                     dden += pe + pu_e
             else:
                 tl.store(tab + ds + offs, v, mask=live)
                 if MODE == 1:  # (the ends get the centring back: + c (i + j))
-                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + span * centre, NEG))
+                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + (span - nm) * centre, NEG))
                 elif MODE == 2:
-                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + span * centre, NEG))
+                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + (span - nm) * centre, NEG))
             ts += _top_step(r0, t + 2, m, BLOCK)
             ds += _slot_step(t, R, m)
             diag = up
@@ -327,10 +329,11 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         value = tl.where(mx == NEG, NEG, mx + tl.log(tot))
         if MODE == 2:
             if n == 0:
-                value = tl.zeros_like(value)
+                value = -nm * centre  # (the one alignment, score 0, less centre (n + m))
     if (k > 0) & (r0 >= n):
         value = tl.full((), NEG, tl.float32)  # no rows here (n == 0 is strip 0's)
-    how = 2 if MODE == 1 else 1  # log-sum-exp of the shares (local: and the empty alignment's 0)
+    how = 2 if MODE == 1 else 1  # log-sum-exp of the shares (local: and the empty alignment's)
+    empty = -nm * centre  # local's empty alignment, score 0, less centre (n + m)
     den = 0.0
     if TANGENT:  # the share of d value: sums, not log-sums
         value = tl.sum(dacc, 0)
@@ -340,11 +343,16 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         if MODE != 0:  # d value = sum p dV / sum p over the ends: p = exp(V - value) sums to 1 only
             how = 3  # to the rounding of V and value (~n + m), which times |dV| would stay in dp = p (dV - d value)
             den = tl.sum(dden, 0)
-            if (MODE == 1) & (k == 0):
-                den += tl.max(_p(tl.zeros_like(vtot), vtot), 0)  # local's empty alignment (dV 0)
+            if (MODE == 1) & (k == 0):  # local's empty alignment, its tangent 0 less dcentre (n + m)
+                p_empty = tl.max(_p(empty + tl.zeros_like(vtot), vtot), 0)
+                den += p_empty
+                value += p_empty * (-nm * dcentre)
+            if (MODE == 2) & (n == 0) & (k == 0):  # (the one alignment, row 0's)
+                value = -nm * dcentre
+                den = 1.0
     if seen == GAVE_UP:
         value = tl.full((), float("nan"), tl.float32)  # a wait gave up: never a wrong value
-    _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK, den, part_ptr + B * S)
+    _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK, den, part_ptr + B * S, empty)
 
 
 # a strip publishes its progress every HAND_OFF columns: fewer releases (a fence each) and

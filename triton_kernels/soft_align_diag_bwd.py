@@ -88,6 +88,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     g = tl.load(g_ptr + b)
     centre = tl.load(c_ptr + b, mask=shifted != 0, other=0.0)  # (the values held as V - centre (i + j))
     sh2 = 2.0 * centre
+    nm = (n + m).to(tl.float32)  # (the value is held less centre nm: an end at (i, j) less centre (nm - i - j))
     value = tl.load(value_ptr + b)
     gout = tl.load(grad_ptr + b * grad_s)
     sp = s_ptr + b * s_b
@@ -175,7 +176,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             has_l = live & (j >= 1)
             ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(start, Vd)
             sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
-            span = (i + j).to(tl.float32)  # (the centring's unit: starts lose c (i + j - 2), ends get c (i + j))
+            span = (i + j).to(tl.float32)  # (the centring's unit: starts lose c (i + j - 2), ends c (n + m - i - j))
             if MODE == 1:
                 ld = _lse2((2.0 - span) * centre, Vd)
                 sig = _p(Vd, ld)
@@ -210,20 +211,20 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 dqu = dq * pu + q * pu * au
                 dql = dq * pl + q * pl * al
             if MODE == 1:
-                e = tl.where(has_l, gout * _p(dterm + span * centre, vv), 0.0)  # the end edge from M
+                e = tl.where(has_l, gout * _p(dterm + (span - nm) * centre, vv), 0.0)  # the end edge from M
                 qd += e
                 if HVP:
-                    dqd += e * (dd + span * dcentre - dvv)
+                    dqd += e * (dd + (span - nm) * dcentre - dvv)
             elif MODE == 2:
                 e_node = _lse2(dterm, uterm)
-                e = tl.where(live & last_row, gout * _p(e_node + span * centre, vv), 0.0)
+                e = tl.where(live & last_row, gout * _p(e_node + (span - nm) * centre, vv), 0.0)
                 ed = e * _p(dterm, e_node)
                 eu = e * _p(uterm, e_node)
                 qd += ed
                 qu += eu
                 if HVP:
-                    dqd += ed * (dd + span * dcentre - dvv)
-                    dqu += eu * (du + span * dcentre - dvv)
+                    dqd += ed * (dd + (span - nm) * dcentre - dvv)
+                    dqu += eu * (du + (span - nm) * dcentre - dvv)
             qd = tl.where(live, qd, 0.0)
             qu = tl.where(live, qu, 0.0)
             ql = tl.where(live, ql, 0.0)

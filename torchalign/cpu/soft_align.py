@@ -69,11 +69,11 @@ def lin_scan(a: torch.Tensor, c: torch.Tensor, reverse: bool = False) -> torch.T
 
 class Problem:
     """One batch: scores (padding zeroed), gaps as [B, N, M] views, lengths, mode; ``centre``
-    c [B] or None: the values are held as V - c (i + j) (the caller reads scores - 2c and
-    gaps + c, which lowers every path by c per unit of i + j: global alignments all by
-    c (n + m), so the caller adds that back; a local or semiglobal one by c times its own
-    span, so here each start term gets -c (i + j) of its cell and each end term + c (i + j),
-    and the value is the plain one)."""
+    c [B] or None: the values are held as V - c (i + j) and the value as value - c (n + m),
+    which the caller adds back. (The caller reads scores - 2c and gaps + c, which lowers
+    every path by c per unit of i + j: global alignments all by c (n + m); a local or
+    semiglobal one by c times its own span, so here each start term gets -c (i + j) of its
+    cell and each end term -c (n + m - i - j): every alignment then by c (n + m).)"""
 
     def __init__(self, scores, gap_open, gap_extend, mode: int, linear: bool, q_lens, t_lens, centre=None):
         B, N, M = scores.shape
@@ -198,9 +198,12 @@ def _end_probs(P: Problem, i, vals, value):
 
 
 def _end_offset(P: Problem, i):
-    """What row i's end terms get back of the centring: c (i + j), but for global mode, whose
-    caller adds c (n + m) to the value (0 without a centring)."""
-    return P.zeros() if P.mode == GLOBAL else P.at(i)
+    """What row i's end terms get back of the centring, relative to the value's: the value
+    is held as value - c (n + m) (the caller adds that back), so an end at (i, j), held as
+    V - c (i + j), enters less c (n + m - i - j) (global's one end: 0; 0 without a centring)."""
+    if P.c is None:
+        return P.zeros()
+    return -P.c * ((P.n + P.m)[:, None] - i - P.j[None, :]).to(P.dtype)
 
 
 def _end_lse(P, i, vals):
@@ -210,11 +213,16 @@ def _end_lse(P, i, vals):
     return torch.logsumexp(torch.cat(parts, 1), 1)
 
 
+def _empty(P: Problem):
+    """[B]: local mode's empty alignment, score 0, as the value is held: less c (n + m)."""
+    return P.zeros(1)[:, 0] if P.c is None else -P.c[:, 0] * (P.n + P.m).to(P.dtype)
+
+
 def forward(P: Problem, K: int = 1):
     """(value [B], table [B, R, 3, M + 1]): the M, X, Y rows 0, K, 2K, ..."""
     R = (P.N + K) // K
     table = torch.empty((P.B, R, 3, P.M + 1), dtype=P.dtype, device=P.device)
-    value = torch.zeros(P.B, dtype=P.dtype, device=P.device) if P.mode == LOCAL else P.neg(1)[:, 0]
+    value = _empty(P) if P.mode == LOCAL else P.neg(1)[:, 0]
     prev = None
     for i in range(P.N + 1):
         prev = row0(P) if i == 0 else row(P, i, prev)
@@ -321,7 +329,10 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
     (a forward sweep) and of the value (dvalue [B])."""
     Z = _direction(P, z)
     out, dvalue, prev = [], P.zeros(1)[:, 0], None
-    ends = torch.exp(-value) if P.mode == LOCAL else P.zeros(1)[:, 0]  # the ends' p (local: the empty one's too)
+    # the ends' p (local: the empty alignment's too)
+    ends = torch.exp(_empty(P) - value) if P.mode == LOCAL else P.zeros(1)[:, 0]
+    if P.mode == LOCAL:  # (the empty alignment's tangent: 0, held less dc (n + m))
+        dvalue = ends * _empty(Z)
     for i, vals in enumerate(vals_rows):
         Mr, Xr, Yr = vals
         if i == 0:

@@ -19,10 +19,10 @@ host time at 256 x 128^2 (H100 machine; benchmarks/NOTES.md, session 24).
 ``shift`` (None or c [B]): the DP reads scores - 2c (the one-state kernels as they load;
 the other paths on a shifted copy) and the caller passes gaps + c, which lowers every path
 by c per unit of i + j: the values are held as V - c (i + j) (torchalign.soft_align's
-centring of long pairs). Global: the caller adds c (n + m) to the value. Local and
-semiglobal alignments span different lengths, so the DP gives each start term -c (i + j)
-of its cell (local: -c (i + j - 2) at the first aligned pair; semiglobal: -c j in row 0)
-and each end term + c (i + j), and the value is the plain one.
+centring of long pairs), and the value as value - c (n + m), which the caller adds back.
+Local and semiglobal alignments span different lengths, so the DP gives each start term
+-c (i + j) of its cell (local: -c (i + j - 2) at the first aligned pair, and -c (n + m) to
+the empty alignment; semiglobal: -c j in row 0) and each end term -c (n + m - i - j).
 Gaps are [B, 1, 1] or [B, N, M]; ``linear``: every gap position costs gap_open
 (gap_extend is not read and gets a zero gradient). ``mode``: 0 global, 1 local,
 2 semiglobal. Lengths are int64 [B]; cells past them take no part.
@@ -190,7 +190,7 @@ def hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_
             P = _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear)
             gs, go, ge, dgrad = cpu.hvp(P, table, value, grad, (z_scores, z_open, z_extend, dc), checkpoint)
         go, ge = _shaped(go, gap_open), _shaped(ge, gap_extend)
-    if dc is not None and mode == 0:  # (local, semiglobal: the ends gave it back already)
+    if dc is not None:
         dgrad = dgrad + dc.to(dgrad.dtype) * (q_lens + t_lens).to(dgrad.dtype)
     return gs, go, ge, dgrad
 
