@@ -165,10 +165,12 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     derivatives dV along z (scores zs, gap zg [B]) go to dtab (the table's slots): dV =
     sum over in-edges of p (d term), the edge probabilities p normalised per node;
     part[b, k]: the strip's share of d value (value [B]: the pair's value), summed into
-    out[b]. shifted: the scores are read less 2 c[b] and g_ptr holds g + c[b] (the value
-    then is that of V - c (i + j), the same edge probabilities with smaller numbers:
-    torchalign.soft_align's centring); with TANGENT also zs less 2 dc[b] (the caller passes
-    zg + dc[b]: the tangents' centring, dV - dc (i + j))."""
+    out[b]. shifted: the scores are read less 2 c[b] and g_ptr holds g + c[b] (the table
+    then holds V - c (i + j), the same edge probabilities with smaller numbers, and out[b]
+    the value less c (n + m): torchalign.soft_align's centring; local's starts and
+    semiglobal's row 0 lose c (i + j) of their cell, every end c (n + m - i - j)); with
+    TANGENT also zs less 2 dc[b] (the caller passes zg + dc[b]: the tangents' centring,
+    dV - dc (i + j))."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -283,7 +285,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 tl.store(dtab + ds + offs, dv, mask=live)
                 if MODE == 0:
                     dacc += tl.where(live & last_row & (j == m), dv, 0.0)
-                elif MODE == 1:  # (the ends get the centring back: + c (i + j), their tangents + dc (i + j))
+                elif MODE == 1:  # (each end less centre (n + m - i - j), its tangent less dcentre (n + m - i - j))
                     pe = tl.where(live & (j >= 1), _p(dterm + (span - nm) * centre, vtot), 0.0)
                     dacc += pe * (dd + (span - nm) * dcentre)
                     dden += pe
@@ -294,7 +296,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     dden += pe + pu_e
             else:
                 tl.store(tab + ds + offs, v, mask=live)
-                if MODE == 1:  # (the ends get the centring back: + c (i + j))
+                if MODE == 1:  # (each end less centre (n + m - i - j): the value is held less centre (n + m))
                     acc = _lse2(acc, tl.where(live & (j >= 1), dterm + (span - nm) * centre, NEG))
                 elif MODE == 2:
                     acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + (span - nm) * centre, NEG))
