@@ -329,10 +329,10 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
     (a forward sweep) and of the value (dvalue [B])."""
     Z = _direction(P, z)
     out, dvalue, prev = [], P.zeros(1)[:, 0], None
-    # the ends' p (local: the empty alignment's too)
-    ends = torch.exp(_empty(P) - value) if P.mode == LOCAL else P.zeros(1)[:, 0]
-    if P.mode == LOCAL:  # (the empty alignment's tangent: 0, held less dc (n + m))
-        dvalue = ends * _empty(Z)
+    ends = None  # local: the ends' p, the empty alignment's too (d value is divided by their sum)
+    if P.mode == LOCAL:
+        ends = torch.exp(_empty(P) - value)
+        dvalue = ends * _empty(Z)  # (the empty alignment's tangent: 0, held less dc (n + m))
     for i, vals in enumerate(vals_rows):
         Mr, Xr, Yr = vals
         if i == 0:
@@ -351,12 +351,16 @@ def _tangent_rows(P: Problem, vals_rows, value, z):
         dX = lin_scan(u, xx)  # dX[j] = u[j] + p_ext[j] dX[j - 1]
         prev = (dM, dX, dY)
         out.append(prev)
+        off = _end_offset(Z, i)
         for k, p in _end_probs(P, i, vals, value):
-            dvalue = dvalue + (p * (prev[k] + _end_offset(Z, i))).sum(1)
-            ends = ends + p.sum(1)
+            dvalue = dvalue + (p * (prev[k] + off)).sum(1)
+            if ends is not None:
+                ends = ends + p.sum(1)
+    if ends is None:
+        return out, dvalue
     # sum p dV / sum p: local's p = exp(V - value) sum to 1 only to the rounding of V and
     # value (~n + m), which times |dV| would stay in each end's dp = p (dV - d value)
-    return out, dvalue / torch.where(ends > 0, ends, torch.ones_like(ends)) if P.mode == LOCAL else dvalue
+    return out, dvalue / torch.where(ends > 0, ends, torch.ones_like(ends))
 
 
 def _centred(ps, ts, start=0.0, t_start=0.0):
@@ -391,10 +395,11 @@ def hvp(P: Problem, table, value, grad, z, K: int = 1):
         vals, dv = rows[i], drows[i]
         Q = [P.zeros() for _ in range(3)]
         dQ = [P.zeros() for _ in range(3)]
+        off = _end_offset(Z, i)
         for k, p in _end_probs(P, i, vals, value):
             p = grad[:, None] * p
             Q[k] = Q[k] + p
-            dQ[k] = dQ[k] + p * (dv[k] + _end_offset(Z, i) - dvalue[:, None])
+            dQ[k] = dQ[k] + p * (dv[k] + off - dvalue[:, None])
         if i < P.N:
             nv = rows[i + 1]
             diag, down, start = _edges_down(P, i, vals, nv)

@@ -280,4 +280,3 @@ def value(*args) -> Tensor:
     if not direct(args[:2]):
         return torch.ops.torchalign.soft_dtw(*args)[0]
     return _Eager.apply(*args) if needs_grad(args[:2]) else forward(*args)[0]
-
