@@ -194,10 +194,19 @@ def impls_nw(device, B, N, M, ours_only: bool, kind: str = "nw"):
     return out
 
 
+def _numba_on_new_numpy():
+    """numba's CUDA target (deepblast's and pysdtw's kernels) still names np.row_stack, an alias of
+    np.vstack that NumPy 2.4 removed: put the alias back before they import numba."""
+    import numpy as np
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+
+
 def _deepblast(device, fb, M):
     if device.type != "cuda":
         return ("deepblast 1.0.2 NeedlemanWunschDecoder", "needs CUDA (numba)")
     try:
+        _numba_on_new_numpy()
         anomaly = torch.is_anomaly_enabled()
         from deepblast.nw_cuda import NeedlemanWunschDecoder
         torch.autograd.set_detect_anomaly(anomaly)  # deepblast turns anomaly detection on when imported
@@ -368,6 +377,7 @@ def impls_dtw(device, B, N, M, ours_only: bool):
         out.append((name, "needs CUDA (numba)"))
         return out
     try:
+        _numba_on_new_numpy()
         import pysdtw
     except Exception as e:  # noqa: BLE001
         out.append((name, f"not importable: {type(e).__name__}: {e}"))
