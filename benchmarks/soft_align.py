@@ -188,6 +188,7 @@ def impls_nw(device, B, N, M, ours_only: bool, kind: str = "nw"):
         return out
     if kind == "nw":
         out.append(_deepblast(device, fb, M))
+        out.append(_orihime(device, fb, "nw"))
     out.append(_jax(device, kind))
     tf = CONVENTIONS[kind]
     out.append(("plain torch anti-diagonals", kind, tf, fb(tf)))
@@ -200,6 +201,27 @@ def _numba_on_new_numpy():
     import numpy as np
     if not hasattr(np, "row_stack"):
         np.row_stack = np.vstack
+
+
+ORIHIME = "orihime 0.1 (source build, nw and dtw only)"
+
+
+def _orihime(device, fb, kind: str):
+    """orihime's public ops (megure-labs/orihime, CUDA C++; not on PyPI, so built from its public
+    source on the GPU machine: benchmarks/NOTES.md, session 31). nw_value: T logsumexp over global
+    alignments, a gap *score* added per gap step (so -GAP), end gaps charged: ours' convention.
+    dtw_value: Cuturi & Blondel's soft-DTW, R[0, 0] = 0, other borders +inf: on -scores as pysdtw."""
+    if device.type != "cuda":
+        return (ORIHIME, "needs CUDA (our build of it is CUDA only)")
+    try:
+        import orihime
+    except Exception as e:  # noqa: BLE001
+        return (ORIHIME, f"not importable (build it first: NOTES.md, session 31): {type(e).__name__}: {e}")
+    if kind == "nw":
+        f = lambda s: orihime.nw_value(s.contiguous(), gap_score=-GAP, temperature=1.0)  # noqa: E731
+        return (ORIHIME + " nw_value", "nw", f, fb(f))
+    f = lambda s: -orihime.dtw_value((-s).contiguous(), temperature=1.0)  # noqa: E731
+    return (ORIHIME + " dtw_value", "sdtw", f, fb(f))
 
 
 def _deepblast(device, fb, M):
@@ -372,6 +394,7 @@ def impls_dtw(device, B, N, M, ours_only: bool):
                     knobs(fb(fck), DIAG_ROWS_MAX=0)))
     if ours_only:
         return out
+    out.append(_orihime(device, fb, "dtw"))
     name = "pysdtw 0.0.5 SoftDTW"
     if device.type != "cuda":
         out.append((name, "needs CUDA (numba)"))
@@ -486,6 +509,7 @@ def main():
     ap.add_argument("--small", action="store_true", help="tiny sizes (a CPU smoke test)")
     ap.add_argument("--runs", type=int, default=5, help="timed runs per row (>= 3)")
     ap.add_argument("--only", choices=("nw", "dtw", "affine", "local", "checkpoint"))
+    ap.add_argument("--sizes", help="B x N x M to run, comma-separated (e.g. 64x512x512,256x128x128; default: all)")
     args = ap.parse_args()
     device = pick_device()
     runs = max(3, args.runs)
@@ -502,6 +526,9 @@ def main():
             run_checkpoints(device, runs, rows, args.small)
             continue
         plan = [(s, False) for s in sizes] + [(s, True) for s in ours_only]
+        if args.sizes:
+            keep = {tuple(int(v) for v in size.split("x")) for size in args.sizes.split(",")}
+            plan = [p for p in plan if p[0] in keep]
         if kind in ("affine", "local"):  # the issue's other modes: the first size, ours and the JAX form
             plan = plan[:1]
         for size, alone in plan:
