@@ -59,10 +59,31 @@ def _prefetch(ptrs, mask):
 
 
 @triton.jit
+def _exp2(x):
+    """2^x: with FAST_MATH the bare MUFU instruction (tl.exp2 adds denormal fix-ups on the chain)."""
+    if FAST_MATH:
+        out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                        pack=1)
+    else:
+        out = tl.exp2(x)
+    return out
+
+
+@triton.jit
+def _log2(x):
+    """log2 x: with FAST_MATH the bare MUFU instruction (tl.log2 is a polynomial)."""
+    if FAST_MATH:
+        out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                        pack=1)
+    else:
+        out = tl.log2(x)
+    return out
+
+
+@triton.jit
 def _exp(x):
     if FAST_MATH:
-        out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                        dtype=tl.float32, is_pure=True, pack=1)
+        out = _exp2(x * 1.4426950408889634)
     else:
         out = tl.exp(x)
     return out
@@ -71,8 +92,7 @@ def _exp(x):
 @triton.jit
 def _log(x):
     if FAST_MATH:
-        out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
-                                        pack=1) * 0.6931471805599453
+        out = _log2(x) * 0.6931471805599453
     else:
         out = tl.log(x)
     return out

@@ -50,6 +50,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
+from .soft_align import _exp2, _log2
 from .soft_align_diag import _sms
 from .spin import GAVE_UP, wait_until
 
@@ -82,7 +83,7 @@ def _softmin2(a, b):
     lo = tl.minimum(a, b)
     hi = tl.maximum(a, b)
     d = tl.where(hi == float("inf"), float("inf"), hi - lo)
-    return lo - tl.log2(1.0 + tl.exp2(-d))
+    return lo - _log2(1.0 + _exp2(-d))
 
 
 @triton.jit
@@ -302,12 +303,12 @@ def _softmax3(rc, up, dg, lf, inside, scale):
     zu = _logit(mn, up, ok, scale)
     zd = _logit(mn, dg, ok, scale)
     zl = _logit(mn, lf, ok, scale)
-    eu = tl.exp2(zu)
-    ed = tl.exp2(zd)
-    el = tl.exp2(zl)
+    eu = _exp2(zu)
+    ed = _exp2(zd)
+    el = _exp2(zl)
     total = eu + ed + el
     inv = tl.where(ok, 1.0 / total, 0.0)
-    l2 = tl.log2(tl.where(ok, total, 1.0))  # (dead code, removed by the compiler, where unused)
+    l2 = _log2(tl.where(ok, total, 1.0))  # (dead code, removed by the compiler, where unused)
     return ok, zu, zd, zl, l2, eu * inv, ed * inv, el * inv
 
 
@@ -323,8 +324,8 @@ def _left_weight_of_next(cur, prev, col, i, m, scale, mu):
     mn = tl.minimum(tl.minimum(up, dg), lf)
     ok = nxt & (mn < float("inf"))
     mn = tl.where(ok, mn, 0.0)
-    el = tl.exp2(_logit(mn, lf, ok, scale))
-    total = tl.exp2(_logit(mn, up, ok, scale)) + tl.exp2(_logit(mn, dg, ok, scale)) + el
+    el = _exp2(_logit(mn, lf, ok, scale))
+    total = _exp2(_logit(mn, up, ok, scale)) + _exp2(_logit(mn, dg, ok, scale)) + el
     return tl.where(ok, el / total, 0.0)
 
 

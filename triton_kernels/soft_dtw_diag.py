@@ -35,7 +35,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _prefetch
+from .soft_align import PREFETCH, _exp2, _log2, _prefetch
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
@@ -51,8 +51,8 @@ def _cell(a, b, c, x):
     lo = tl.minimum(tl.minimum(a, b), c)
     fin = lo < float("inf")
     ms = tl.where(fin, lo, 0.0)
-    tot = tl.exp2(ms - a) + tl.exp2(ms - b) + tl.exp2(ms - c)
-    return tl.where(fin, ms + (x - tl.log2(tot)), float("inf"))
+    tot = _exp2(ms - a) + _exp2(ms - b) + _exp2(ms - c)
+    return tl.where(fin, ms + (x - _log2(tot)), float("inf"))
 
 
 @triton.jit
