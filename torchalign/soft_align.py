@@ -39,6 +39,11 @@ Other conventions, mapped onto this one (all maximise similarities at temperatur
   column 0, value V[N, M]: every cell a path visits pays its theta, whether entered by a
   pair or a gap (Mensch & Blondel's lattice, soft-DTW's with a gap term), and leading gaps
   are free. Not an alignment of residues in our sense; the values differ.
+- orihime (nw_value, linear): alpha[i, j] = lse(alpha[i-1, j-1] + s, alpha[i-1, j] + g,
+  alpha[i, j-1] + g) with a gap *score* g added per gap step, alpha[i, 0] = i g,
+  alpha[0, j] = j g, value alpha[n, m]: ours in global mode with gap_open = -g, the same
+  value and gradient (benchmarks/soft_align.py checks its rows against our reference).
+  Its dtw_value is soft-DTW below.
 - SMURF (the JAX sw / sw_affine, local): one state h[i, j] = smax(h[i-1, j-1] + x, h[i-1, j]
   + gap, h[i, j-1] + gap, x) (x alone: a start), value smax over cells of h[i, j] +
   x[i+1, j+1]: alignments that start and end with an aligned pair, as ours, with gap =
