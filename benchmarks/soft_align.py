@@ -13,7 +13,8 @@ value's gradient with respect to the scores), each a single call from an idle GP
 median of ``--runs`` runs (>= 3; CUDA events), the spread (min..max) and the peak GPU
 memory of the call above what was allocated before it (torch.cuda.max_memory_allocated;
 JAX's is not seen). Ours' soft NW forward + backward is also timed as a training loop runs
-it, 20 calls back to back (the host issues a call while the GPU runs the one before).
+it, 20 calls back to back (the host issues a call while the GPU runs the one before), and
+on CUDA ours' step is also timed captured whole in one CUDA graph (``graphed``).
 
 Peers, in the same run, on the same scores; each one's value and gradient are checked
 against a float64 reference *with that peer's convention* (the plain torch DP below, run in
@@ -24,6 +25,8 @@ float64 with autograd; values rel 1e-5 / abs 1e-3 at most on gradients, float32)
   A, V_diag, V_left + A), V = 0 on row and column 0, A = -gap (a score on every move);
 - pysdtw 0.0.5 ``SoftDTW`` (numba CUDA) on costs = -scores, no gap: soft-DTW, R = +inf borders
   (ours' soft_dtw rows are its peer of record);
+- orihime 0.1 ``nw_value`` / ``dtw_value`` (CUDA C++; where a build of it imports: NOTES.md,
+  session 31): ours' global convention with its gap score -GAP; soft-DTW on -scores;
 - JAX: ``lax.scan`` over anti-diagonals, ``vmap`` over pairs, ``jit`` (written here; ours'
   convention);
 - plain torch over anti-diagonals (written here; ours' convention; autograd for backward).
