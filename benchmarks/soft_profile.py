@@ -1,0 +1,60 @@
+"""Kernel times of a soft NW and a soft_dtw training step (torch.profiler), per kernel.
+
+    python benchmarks/soft_profile.py [--sizes 64x512,256x128,8x2000] [--no-grad]
+
+One step: ``ta.soft_align(x, 1.0)`` (global, linear gap 1) or ``-ta.soft_dtw(-x, 1.0)`` on
+standard normal scores [B, N, N], then ``autograd.grad`` (``--no-grad``: the forward alone,
+which saves no table). Prints the GPU time per step of each kernel (mean over 5 steps after
+3 warm-up steps), the largest first: what the host's share hides and what a CUDA graph of the
+step leaves (RESULTS.md, session 31).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import torchalign as ta
+
+STEPS = {
+    "nw": lambda x: ta.soft_align(x, 1.0),
+    "dtw": lambda x: -ta.soft_dtw(-x, 1.0, check=False),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="64x512,256x128,8x2000", help="B x N pairs, comma-separated")
+    ap.add_argument("--no-grad", action="store_true", help="the forward alone")
+    args = ap.parse_args()
+    g = torch.Generator().manual_seed(18)
+    for size in args.sizes.split(","):
+        B, N = (int(v) for v in size.split("x"))
+        s = torch.randn(B, N, N, generator=g).cuda()
+        for name, f in STEPS.items():
+            def step():
+                if args.no_grad:
+                    with torch.no_grad():
+                        f(s)
+                    return
+                x = s.detach().requires_grad_(True)
+                torch.autograd.grad(f(x).sum(), x)
+            for _ in range(3):
+                step()
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as p:
+                for _ in range(5):
+                    step()
+                torch.cuda.synchronize()
+            rows = sorted(((e.key, e.device_time_total / 5, e.count / 5) for e in p.key_averages()
+                           if e.device_time_total > 0), key=lambda r: -r[1])
+            total = sum(r[1] for r in rows)
+            print(f"{name} {B} x {N}^2{' (no grad)' if args.no_grad else ''}: kernels {total:.1f} us a step")
+            for key, t, count in rows[:8]:
+                print(f"    {t:9.1f} us  x{count:g}  {key[:100]}")
+
+
+if __name__ == "__main__":
+    main()
