@@ -60,7 +60,7 @@ def _prefetch(ptrs, mask):
 
 @triton.jit
 def _exp2(x):
-    """2^x: with FAST_MATH the bare MUFU instruction (tl.exp2 adds denormal fix-ups on the chain)."""
+    """2^x: with FAST_MATH the bare MUFU instruction (ex2.approx.ftz), else tl.exp2."""
     if FAST_MATH:
         out = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
                                         pack=1)
@@ -71,7 +71,7 @@ def _exp2(x):
 
 @triton.jit
 def _log2(x):
-    """log2 x: with FAST_MATH the bare MUFU instruction (tl.log2 is a polynomial)."""
+    """log2 x: with FAST_MATH the bare MUFU instruction (lg2.approx.ftz), else tl.log2."""
     if FAST_MATH:
         out = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
                                         pack=1)
