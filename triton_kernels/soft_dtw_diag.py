@@ -35,7 +35,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _exp2, _log2, _prefetch
+from .soft_align import PREFETCH, _exp2, _log2, _prefetch, _store4
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
@@ -201,6 +201,11 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         # one rounding more per stored cell stays one rounding (rel 1e-7)
         unit = 0.6931471805599453 * tl.load(gamma_ptr + b)
         fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
+        saves = tl.max((lane & keep).to(tl.int32), 0) > 0  # (no grad: K = N + 1, no row saved, no stores)
+        h0 = tl.zeros((BLOCK,), tl.float32)  # R (as stored) of the last four steps, the latest last
+        h1 = tl.zeros((BLOCK,), tl.float32)
+        h2 = tl.zeros((BLOCK,), tl.float32)
+        h3 = tl.zeros((BLOCK,), tl.float32)
         t = 0
         T = R + m - 1
         while t < T:
@@ -215,7 +220,12 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
             v, _ = _centred_cell(up, diag, left, cost, mu, scale)
             v = _banded(v, i, c, live, band)
-            tl.store(srow + c, v * unit, mask=live & keep)
+            h0 = h1
+            h1 = h2
+            h2 = h3
+            h3 = v * unit  # (column c; stored every four steps and at the last, up to column c)
+            if saves & ((t % 4 == 3) | (t == T - 1)):
+                _store4(srow, c - 3, h0, h1, h2, h3, lane & keep, 3 - t % 4, 3, m)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
             if SEG > 0:
