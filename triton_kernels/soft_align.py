@@ -47,16 +47,19 @@ PREFETCH = tl.constexpr(0 if os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _store4(rows, c0, s0, s1, s2, s3, lanes, lo, hi, m):
-    """A lane's last four values of an anti-diagonal sweep (registers s0..s3, columns c0[l] + q
-    of its row rows[l], q = 0..3) into a row-major output (the one-state backward's gradient,
+def _store8(rows, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, lo, hi, m):
+    """A lane's last eight values of an anti-diagonal sweep (registers s0..s7, columns c0[l] + q
+    of its row rows[l], q = 0..7) into a row-major output (the one-state backward's gradient,
     soft-DTW's R and gradient): slots lo..hi where the column lies in 0..m - 1 and lanes[l].
-    One store of the [BLOCK, 4] tile every four steps, which Triton lays out with consecutive
+    One store of the [BLOCK, 8] tile every eight steps, which Triton lays out with consecutive
     columns across threads (a shuffle through shared memory), in place of a store each step
-    that touches a sector per lane (32 a warp: a quarter of the backward's time, NOTES.md).
-    The tile is built here, where it is stored: built in the loop, Triton shuffled each step."""
-    tile = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (s0.shape[0], 4))  # (join adds the last axis)
-    q = tl.arange(0, 4)[None, :]
+    that touches a sector per lane (32 a warp: a quarter of the backward's time; every four
+    steps gained less, NOTES.md session 32). The tile is built here, where it is stored: built
+    in the loop, Triton shuffled each value as it came."""
+    # (join adds the last axis: slot 4i + 2j + k is leaf k of pair j of quad i)
+    tile = tl.join(tl.join(tl.join(s0, s4), tl.join(s2, s6)), tl.join(tl.join(s1, s5), tl.join(s3, s7)))
+    tile = tl.reshape(tile, (s0.shape[0], 8))
+    q = tl.arange(0, 8)[None, :]
     c = c0[:, None] + q
     tl.store(rows[:, None] + c, tile, mask=lanes[:, None] & (q >= lo) & (q <= hi) & (c >= 0) & (c < m))
 

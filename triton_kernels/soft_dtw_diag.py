@@ -35,7 +35,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _exp2, _log2, _prefetch, _store4
+from .soft_align import PREFETCH, _exp2, _log2, _prefetch, _store8
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
@@ -202,10 +202,14 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         unit = 0.6931471805599453 * tl.load(gamma_ptr + b)
         fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
         saves = tl.max((lane & keep).to(tl.int32), 0) > 0  # (no grad: K = N + 1, no row saved, no stores)
-        h0 = tl.zeros((BLOCK,), tl.float32)  # R (as stored) of the last four steps, the latest last
+        h0 = tl.zeros((BLOCK,), tl.float32)  # R (as stored) of the last eight steps, the latest last
         h1 = tl.zeros((BLOCK,), tl.float32)
         h2 = tl.zeros((BLOCK,), tl.float32)
         h3 = tl.zeros((BLOCK,), tl.float32)
+        h4 = tl.zeros((BLOCK,), tl.float32)
+        h5 = tl.zeros((BLOCK,), tl.float32)
+        h6 = tl.zeros((BLOCK,), tl.float32)
+        h7 = tl.zeros((BLOCK,), tl.float32)
         t = 0
         T = R + m - 1
         while t < T:
@@ -223,9 +227,13 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             h0 = h1
             h1 = h2
             h2 = h3
-            h3 = v * unit  # (column c; stored every four steps and at the last, up to column c)
-            if saves & ((t % 4 == 3) | (t == T - 1)):
-                _store4(srow, c - 3, h0, h1, h2, h3, lane & keep, 3 - t % 4, 3, m)
+            h3 = h4
+            h4 = h5
+            h5 = h6
+            h6 = h7
+            h7 = v * unit  # (column c; stored every eight steps and at the last, up to column c)
+            if saves & ((t % 8 == 7) | (t == T - 1)):
+                _store8(srow, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane & keep, 7 - t % 8, 7, m)
             if S_kept > 0:
                 tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
             if SEG > 0:
