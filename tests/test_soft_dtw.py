@@ -665,7 +665,8 @@ def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, 
 @pytest.mark.interpret
 @pytest.mark.parametrize("stripe,diag", [(None, False), (4, False), (None, True)])
 def test_kernels_forward_without_autograd_keeps_no_rows(stripe, diag, kernels_on_cpu, monkeypatch):
-    """Under no_grad the forward keeps two rows in flight and saves none: the same values."""
+    """Under no_grad the forward keeps two rows in flight and saves none, nor anything beside
+    them for a backward (no stripe columns, no segments): the same values."""
     from torchalign_kernels import soft_dtw as K
 
     set_defaults(monkeypatch, K.forward, block=4, stripe=stripe, diag=diag, rows=4)
@@ -674,8 +675,8 @@ def test_kernels_forward_without_autograd_keeps_no_rows(stripe, diag, kernels_on
         v = ta.soft_dtw(costs.float(), gamma.float(), lengths=(n, m))
     rv, _, _ = _ref(costs.float(), gamma.float(), n, m)
     torch.testing.assert_close(v.double(), rv, rtol=1e-5, atol=1e-5)
-    _, saved, _ = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, None, -1, 8, False)
-    assert saved.shape == (3, 0, 10)
+    _, saved, kept = torch.ops.torchalign.soft_dtw(costs.float(), gamma.float(), n, m, None, -1, 8, False)
+    assert saved.shape == (3, 0, 10) and kept.shape == (3, 0, 8)
 
 
 @pytest.mark.interpret
@@ -803,6 +804,8 @@ def test_forward_picks_anti_diagonals_where_they_won():
     costs = torch.empty(64, 512, 512, device="meta")
     assert [len(K.kept_shape(costs, k)) for k in (8, 16, 23, 256, 300, 512)] == [3, 4, 4, 4, 3, 3]
     assert len(K.kept_shape(costs, 8, diag=True)) == 4 and len(K.kept_shape(costs, 23, diag=False)) == 3
+    # K > N saves no row (a forward under no_grad): nothing kept, by anti-diagonals in full strips
+    assert K.kept_shape(costs, 513) == (64, 0, 513) and K.kept_shape(costs[:, :128], 129) == (64, 0, 129)
     assert not picks(512, 256, 256, 0) and picks(512, 256, 256, 16) and picks(512, 256, 256, 257)
 
 

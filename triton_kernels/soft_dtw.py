@@ -483,8 +483,13 @@ def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | N
     """The shape of what the forward keeps beside the checkpoints: by anti-diagonals, what
     their backward recomputes segments from (soft_dtw_diag.segments_shape, 4-D); by rows with
     stripes, R's last column of every stripe, by row ([B, S, N + 1], gamma / ln 2 units), from
-    which the backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise."""
+    which the backward recomputes each stripe's segments on its own; [B, 0, N + 1] otherwise, and
+    where no row is saved (K > N: torchalign.soft_dtw's forward with no backward to come), so that
+    such a forward neither stores stripe columns (two integer divisions a step) nor runs in
+    strips of K rows."""
     B, N, M = costs.shape
+    if checkpoint > N:
+        return B, 0, N + 1
     if _segments(costs, checkpoint, diag):
         from .soft_dtw_diag import segments_shape
 
