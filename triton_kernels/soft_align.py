@@ -65,6 +65,27 @@ def _store8(rows, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, lo, hi, m):
 
 
 @triton.jit
+def _eight_registers(BLOCK: tl.constexpr):
+    """_store8's registers, zero (eight tensors: a Triton loop carries a variable only if its
+    body binds it to an object of its own, NOTES.md session 22)."""
+    return (tl.zeros((BLOCK,), tl.float32), tl.zeros((BLOCK,), tl.float32), tl.zeros((BLOCK,), tl.float32),
+            tl.zeros((BLOCK,), tl.float32), tl.zeros((BLOCK,), tl.float32), tl.zeros((BLOCK,), tl.float32),
+            tl.zeros((BLOCK,), tl.float32), tl.zeros((BLOCK,), tl.float32))
+
+
+@triton.jit
+def _latest_first(v, s0, s1, s2, s3, s4, s5, s6):
+    """The registers after a step of a sweep whose columns fall: v in front, the oldest out."""
+    return v, s0, s1, s2, s3, s4, s5, s6
+
+
+@triton.jit
+def _latest_last(s1, s2, s3, s4, s5, s6, s7, v):
+    """The registers after a step of a sweep whose columns rise: v behind, the oldest out."""
+    return s1, s2, s3, s4, s5, s6, s7, v
+
+
+@triton.jit
 def _prefetch(ptrs, mask):
     """Bring the 32-byte sectors at ``ptrs`` (where ``mask``) into L2 (ptxas drops an L1 prefetch
     on sm_90). Only an address that starts a sector asks: a lane walking its row asks once per

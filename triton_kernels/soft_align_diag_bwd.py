@@ -21,7 +21,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _centred3, _lse2, _p, _prefetch, _store8
+from .soft_align import NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _lse2, _p, _prefetch, _store8
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
@@ -157,14 +157,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t, offs, lane, bottom,
                                               m, 0.0, dsh2)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
-        g0 = tl.zeros((BLOCK,), tl.float32)  # the gradient of the last eight steps, the latest first
-        g1 = tl.zeros((BLOCK,), tl.float32)
-        g2 = tl.zeros((BLOCK,), tl.float32)
-        g3 = tl.zeros((BLOCK,), tl.float32)
-        g4 = tl.zeros((BLOCK,), tl.float32)
-        g5 = tl.zeros((BLOCK,), tl.float32)
-        g6 = tl.zeros((BLOCK,), tl.float32)
-        g7 = tl.zeros((BLOCK,), tl.float32)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # the gradient of the last 8 steps, latest first
         t_first = t
         while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
             jp = t - PREFETCH - offs
@@ -257,14 +250,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 cu = qu
                 cd = fd
                 gaps += qu + ql
-            g7 = g6
-            g6 = g5
-            g5 = g4
-            g4 = g3
-            g3 = g2
-            g2 = g1
-            g1 = g0
-            g0 = gval  # (column j - 1; stored every eight steps, from the first step's column up)
+            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
             if t % 8 == 0:
                 _store8(grow, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, t_first - t), m)
             if MODE == 0:  # flows into row 0 travel j gap positions along it

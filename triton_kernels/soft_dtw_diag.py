@@ -35,7 +35,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _exp2, _log2, _prefetch, _store8
+from .soft_align import PREFETCH, _exp2, _log2, _eight_registers, _latest_last, _prefetch, _store8
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
@@ -202,14 +202,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         unit = 0.6931471805599453 * tl.load(gamma_ptr + b)
         fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
         saves = tl.max((lane & keep).to(tl.int32), 0) > 0  # (no grad: K = N + 1, no row saved, no stores)
-        h0 = tl.zeros((BLOCK,), tl.float32)  # R (as stored) of the last eight steps, the latest last
-        h1 = tl.zeros((BLOCK,), tl.float32)
-        h2 = tl.zeros((BLOCK,), tl.float32)
-        h3 = tl.zeros((BLOCK,), tl.float32)
-        h4 = tl.zeros((BLOCK,), tl.float32)
-        h5 = tl.zeros((BLOCK,), tl.float32)
-        h6 = tl.zeros((BLOCK,), tl.float32)
-        h7 = tl.zeros((BLOCK,), tl.float32)
+        h0, h1, h2, h3, h4, h5, h6, h7 = _eight_registers(BLOCK)  # R (as stored) of the last 8 steps, latest last
         t = 0
         T = R + m - 1
         while t < T:
@@ -224,14 +217,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
             v, _ = _centred_cell(up, diag, left, cost, mu, scale)
             v = _banded(v, i, c, live, band)
-            h0 = h1
-            h1 = h2
-            h2 = h3
-            h3 = h4
-            h4 = h5
-            h5 = h6
-            h6 = h7
-            h7 = v * unit  # (column c; stored every eight steps and at the last, up to column c)
+            h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, v * unit)  # (column c)
             if saves & ((t % 8 == 7) | (t == T - 1)):
                 _store8(srow, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane & keep, 7 - t % 8, 7, m)
             if S_kept > 0:

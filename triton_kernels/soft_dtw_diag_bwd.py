@@ -32,7 +32,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import _store8
+from .soft_align import _eight_registers, _latest_first, _store8
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
@@ -131,14 +131,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
         ew_diag = tl.zeros((BLOCK,), tl.float32)  # Ew_diag(i, c + 1)
         hand = tl.zeros((BLOCK,), tl.float32)  # Ew_up(i, c + 1) + Ew_diag(i, c + 2), for the lane above
         gsum = tl.zeros((BLOCK,), tl.float32)
-        g0 = tl.zeros((BLOCK,), tl.float32)  # the gradient of the last eight steps, the latest first
-        g1 = tl.zeros((BLOCK,), tl.float32)
-        g2 = tl.zeros((BLOCK,), tl.float32)
-        g3 = tl.zeros((BLOCK,), tl.float32)
-        g4 = tl.zeros((BLOCK,), tl.float32)
-        g5 = tl.zeros((BLOCK,), tl.float32)
-        g6 = tl.zeros((BLOCK,), tl.float32)
-        g7 = tl.zeros((BLOCK,), tl.float32)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # the gradient of the last 8 steps, latest first
         tau = 0
         while tau < T:
             t = T - 1 - tau
@@ -168,14 +161,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
             e = tl.where(inside, e, 0.0)
             # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
             ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
-            g7 = g6
-            g6 = g5
-            g5 = g4
-            g4 = g3
-            g3 = g2
-            g2 = g1
-            g1 = g0
-            g0 = e  # (column c; stored every eight steps, from the first step's column up)
+            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(e, g0, g1, g2, g3, g4, g5, g6)  # (column c)
             if t % 8 == 0:
                 _store8(orow, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
             hand = e * wu + ew_diag

@@ -24,7 +24,7 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from . import soft_dtw_diag
-from .soft_align import _store8
+from .soft_align import _eight_registers, _latest_first, _latest_last, _store8
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
 from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
@@ -98,14 +98,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
         dg_t = tl.zeros((BLOCK,), tl.float32)  # T[i - 1, c - 1] (row 0, column -1: the border, 0)
         left_t = tl.zeros((BLOCK,), tl.float32)
         v_n = tl.load(v_ptr + row, mask=lane & first, other=0.0)
-        h0 = tl.zeros((BLOCK,), tl.float32)  # T of the last eight steps, the latest last (SEG = 0)
-        h1 = tl.zeros((BLOCK,), tl.float32)
-        h2 = tl.zeros((BLOCK,), tl.float32)
-        h3 = tl.zeros((BLOCK,), tl.float32)
-        h4 = tl.zeros((BLOCK,), tl.float32)
-        h5 = tl.zeros((BLOCK,), tl.float32)
-        h6 = tl.zeros((BLOCK,), tl.float32)
-        h7 = tl.zeros((BLOCK,), tl.float32)
+        h0, h1, h2, h3, h4, h5, h6, h7 = _eight_registers(BLOCK)  # T of the last eight steps, the latest last (SEG = 0)
         t = 0
         T = R + m - 1
         while t < T:
@@ -140,14 +133,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 dg, lf, up = _shift(rc, up, rtop, first, idx_up)
                 rtop = rtop_n
             else:
-                h0 = h1
-                h1 = h2
-                h2 = h3
-                h3 = h4
-                h4 = h5
-                h5 = h6
-                h6 = h7
-                h7 = x  # (column c; stored every eight steps and at the last, up to column c)
+                h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, x)  # (column c)
                 if (t % 8 == 7) | (t == T - 1):
                     _store8(t_ptr + row, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane, 7 - t % 8, 7, m)
                 lf = rc
@@ -299,14 +285,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
         hand_e = tl.zeros((BLOCK,), tl.float32)  # for the lane above: up now + diagonal a step ago
         hand_d = tl.zeros((BLOCK,), tl.float32)
         hsum = tl.zeros((BLOCK,), tl.float32)
-        g0 = tl.zeros((BLOCK,), tl.float32)  # d E of the last eight steps, the latest first
-        g1 = tl.zeros((BLOCK,), tl.float32)
-        g2 = tl.zeros((BLOCK,), tl.float32)
-        g3 = tl.zeros((BLOCK,), tl.float32)
-        g4 = tl.zeros((BLOCK,), tl.float32)
-        g5 = tl.zeros((BLOCK,), tl.float32)
-        g6 = tl.zeros((BLOCK,), tl.float32)
-        g7 = tl.zeros((BLOCK,), tl.float32)
+        g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # d E of the last eight steps, the latest first
         tau = 0
         while tau < T:
             t = T - 1 - tau
@@ -351,14 +330,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             de = tl.where(inside, de, 0.0)
             ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
             dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
-            g7 = g6
-            g6 = g5
-            g5 = g4
-            g4 = g3
-            g3 = g2
-            g2 = g1
-            g1 = g0
-            g0 = de  # (column c; stored every eight steps, from the first step's column up)
+            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
             if t % 8 == 0:
                 _store8(out_ptr + row, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
             hand_e = e * wu + ew_diag
