@@ -5,9 +5,10 @@
 One step: ``ta.soft_align(x, 1.0)`` (global, linear gap 1) or ``-ta.soft_dtw(-x, 1.0)`` on
 standard normal scores [B, N, N], then ``autograd.grad`` (``--no-grad``: the forward alone,
 which saves no table; ``--graph``: replays of the step captured in one CUDA graph, as
-soft_align.py's graphed rows run it, the scores' copy included). Prints the GPU time per step of
-each kernel (mean over 5 steps after 3 warm-up steps), the largest first (``--top`` rows), and the wall time of 20 steps back to
-back: what the host's share hides and what a CUDA graph of the step leaves (RESULTS.md, sessions 31-32).
+soft_align.py's graphed rows run it, the scores' copy included). Prints the GPU time per step
+of each kernel (mean over 5 steps after 3 warm-up steps), the largest first (``--top`` rows),
+and the wall time of 20 steps back to back: what the host's share hides and what a CUDA graph
+of the step leaves (RESULTS.md, sessions 31 and 32).
 """
 
 from __future__ import annotations
