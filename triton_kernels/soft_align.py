@@ -34,8 +34,8 @@ GLOBAL, LOCAL, SEMIGLOBAL = 0, 1, 2
 # exp and log as the bare MUFU instructions (ex2/lg2.approx.ftz, by inline PTX, every sm_80+
 # GPU): tl.log is a ~25-instruction polynomial and tl.exp carries denormal fix-ups, on the
 # chain of every cell (benchmarks/NOTES.md). The interpreter runs no inline PTX: tl.exp/tl.log.
-FAST_MATH = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1"
-                         and os.environ.get("TORCHALIGN_SOFT_FAST_MATH", "1") != "0")
+INLINE_PTX = tl.constexpr(os.environ.get("TRITON_INTERPRET") != "1")
+FAST_MATH = tl.constexpr(INLINE_PTX.value and os.environ.get("TORCHALIGN_SOFT_FAST_MATH", "1") != "0")
 
 
 # Steps ahead at which the one-state kernels prefetch into L2 what a later step loads (the
@@ -117,6 +117,29 @@ def _log2(x):
     else:
         out = tl.log2(x)
     return out
+
+
+@triton.jit
+def _rcp(x):
+    """1 / x: with FAST_MATH the bare MUFU instruction (rcp.approx.ftz), not an IEEE division's
+    range scaling around it (the backward normalises three edge probabilities by it)."""
+    if FAST_MATH:
+        out = tl.inline_asm_elementwise("rcp.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True,
+                                        pack=1)
+    else:
+        out = 1.0 / x
+    return out
+
+
+@triton.jit
+def _opaque(t):
+    """t through a move LLVM cannot see into. A sweep's step counter, stepped through it, stays
+    32-bit: LLVM widens an affine counter to 64 bits for the addresses it feeds, and then every
+    column compare and index of the step takes two instructions (48 of the one-state backward's
+    349 a step, NOTES.md session 33). Not under the interpreter (no inline PTX)."""
+    if INLINE_PTX:
+        t = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [t], dtype=tl.int32, is_pure=True, pack=1)
+    return t
 
 
 @triton.jit

@@ -21,7 +21,8 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _lse2, _p, _prefetch, _store8
+from .soft_align import (NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _lse2, _opaque, _p, _prefetch, _rcp,
+                         _store8)
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
@@ -189,10 +190,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             pu = _p(uterm, V)
             pl = _p(lterm, V)
             tot = pd + pu + pl
-            tot = tl.where(tot > 0, tot, 1.0)
-            pd = pd / tot
-            pu = pu / tot
-            pl = pl / tot
+            r = _rcp(tl.where(tot > 0, tot, 1.0))
+            pd = pd * r
+            pu = pu * r
+            pl = pl * r
             q = f_left + f_below + below
             if MODE == 0:
                 q += tl.where(live & last_row & (j == m), gout, 0.0)
@@ -282,7 +283,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             Vd = Vd_n
             s = s_n
             below = below_n
-            t -= 1
+            t = _opaque(t - 1)
         if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
             jj = 0
             while jj < m:
