@@ -136,7 +136,8 @@ def _opaque(t):
     """t through a move LLVM cannot see into. A sweep's step counter, stepped through it, stays
     32-bit: LLVM widens an affine counter to 64 bits for the addresses it feeds, and then every
     column compare and index of the step takes two instructions (48 of the one-state backward's
-    349 a step, NOTES.md session 33). Not under the interpreter (no inline PTX)."""
+    349 a step). Used where it measured faster: the one-state backward only (the forwards lost
+    up to 10 %, NOTES.md session 33). Not under the interpreter (no inline PTX)."""
     if INLINE_PTX:
         t = tl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [t], dtype=tl.int32, is_pure=True, pack=1)
     return t

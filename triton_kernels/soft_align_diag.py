@@ -37,7 +37,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _opaque, _p, _prefetch, _rcp
+from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _p, _prefetch, _rcp
 from .spin import GAVE_UP, wait_until
 
 
@@ -315,7 +315,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 done = t - R + 2  # columns of the last row written
                 if (done > 0) & ((done % HAND_OFF == 0) | (done == m + 1)):
                     tl.atomic_xchg(flag_out, done, sem="release")
-            t = _opaque(t + 1)
+            t += 1
         tl.debug_barrier()
     last = (r0 < n) & (n <= r0 + BLOCK)
     if MODE == 0:

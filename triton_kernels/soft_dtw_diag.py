@@ -35,7 +35,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _eight_registers, _exp2, _latest_last, _log2, _opaque, _prefetch, _store8
+from .soft_align import PREFETCH, _exp2, _log2, _eight_registers, _latest_last, _prefetch, _store8
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
@@ -233,7 +233,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
             top = top_n
             if publish:
                 _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row written)
-            t = _opaque(t + 1)
+            t += 1
         if r0 + R == n:
             v = tl.sum(tl.where(i == n, fin, 0.0), 0)
             bad = tl.load(err_ptr, volatile=True) != 0

@@ -32,7 +32,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import _eight_registers, _latest_first, _opaque, _store8
+from .soft_align import _eight_registers, _latest_first, _store8
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
@@ -63,7 +63,7 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, v)
         diag, left, up = _shift(v, up, top1, first, idx_up)
         top1 = top2
-        t = _opaque(t + 1)
+        t += 1
     tl.debug_barrier()  # (the sweep reads scr across lanes)
 
 
@@ -178,7 +178,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
             nb = nb_n
             if k > 0:
                 _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
-            tau = _opaque(tau + 1)
+            tau += 1
         tl.store(gg_ptr + b * S + k, tl.sum(gsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)

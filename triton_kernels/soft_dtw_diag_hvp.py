@@ -24,7 +24,7 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from . import soft_dtw_diag
-from .soft_align import _eight_registers, _latest_first, _latest_last, _opaque, _store8
+from .soft_align import _eight_registers, _latest_first, _latest_last, _store8
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
 from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
@@ -145,7 +145,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
             top = top_n
             if publish:
                 _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row in T)
-            t = _opaque(t + 1)
+            t += 1
         if r0 + R == n:
             if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong number
                 tl.store(dot_ptr + b, float("nan"))
@@ -203,7 +203,7 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
         rtop = rtop_n
         dg_t, lf_t, up_t = _shift(x, up_t, ttop, first, idx_up)
         ttop = ttop_n
-        t = _opaque(t + 1)
+        t += 1
     tl.debug_barrier()  # (the sweep reads scr across lanes)
 
 
@@ -357,7 +357,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             nb_d = nb_d_n
             if k > 0:
                 _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
-            tau = _opaque(tau + 1)
+            tau += 1
         tl.store(hg_ptr + b * S + k, tl.sum(hsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
