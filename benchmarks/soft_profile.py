@@ -1,6 +1,6 @@
 """Kernel times of a soft NW and a soft_dtw training step (torch.profiler), per kernel.
 
-    python benchmarks/soft_profile.py [--sizes 64x512,256x128,8x2000] [--no-grad] [--graph] [--top 8]
+    python benchmarks/soft_profile.py [--sizes 64x512,256x128,8x2000] [--only nw|dtw] [--no-grad] [--graph] [--top 8]
 
 One step: ``ta.soft_align(x, 1.0)`` (global, linear gap 1) or ``-ta.soft_dtw(-x, 1.0)`` on
 standard normal scores [B, N, N], then ``autograd.grad`` (``--no-grad``: the forward alone,
@@ -31,6 +31,7 @@ STEPS = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="64x512,256x128,8x2000", help="B x N pairs, comma-separated")
+    ap.add_argument("--only", choices=tuple(STEPS), help="one of the two steps")
     ap.add_argument("--no-grad", action="store_true", help="the forward alone")
     ap.add_argument("--graph", action="store_true", help="replays of the step in one CUDA graph")
     ap.add_argument("--top", type=int, default=8, help="kernels listed per step")
@@ -40,6 +41,8 @@ def main():
         B, N = (int(v) for v in size.split("x"))
         s = torch.randn(B, N, N, generator=g).cuda()
         for name, f in STEPS.items():
+            if args.only not in (None, name):
+                continue
             def step():
                 if args.no_grad:
                     with torch.no_grad():

@@ -217,8 +217,10 @@ def drive_soft_align():
                         ta.soft_align(x, gap, extend, mode=mode, checkpoint=checkpoint).sum().backward()
             for gap in (1.0, torch.ones(2, 3, M)):  # a loss on P: the Hessian-vector product
                 ta.soft_alignment(x, gap, 0.5, mode=mode)[1].sum().backward()
-        # one-state strips of 128 rows (3 rows: 32), and of 256 where a batch of 129..1,024 rows fills the SMs
-        for x in (torch.randn(2, 40, 5, requires_grad=True), torch.randn(100, 129, 2, requires_grad=True)):
+        # one-state strips of 128 rows (3 rows: 32), and of 256 where a batch of 129..1,024 rows fills the SMs;
+        # rows of a width % 4 == 0 take the backward's own-row stores
+        for x in (torch.randn(2, 40, 5, requires_grad=True), torch.randn(100, 129, 2, requires_grad=True),
+                  torch.randn(2, 40, 8, requires_grad=True), torch.randn(100, 129, 4, requires_grad=True)):
             ta.soft_align(x, 1.0, mode=mode).sum().backward()
             ta.soft_alignment(x, 1.0, mode=mode)[1].sum().backward()  # its Hessian-vector product
 

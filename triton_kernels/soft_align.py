@@ -65,6 +65,22 @@ def _store8(rows, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, lo, hi, m):
 
 
 @triton.jit
+def _store8_own_row(ptr, row_off, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, width):
+    """_store8 without the shuffle, for rows that start 16-byte aligned (``width`` % 4 == 0, row l
+    at ``ptr + row_off[l]``), called every step: each lane whose columns c0[l] + 0..7 start at a
+    multiple of 8 stores them as two 16-byte vectors into its own row (a full 32-byte sector),
+    up to ``width``. So columns from the pair's length to ``width`` must hold zeros: a sweep's
+    steps past column m - 1 give zeros."""
+    start = lanes & ((c0 & 7) == 0) & (c0 >= 0)
+    off = tl.multiple_of(row_off + c0, 4)  # (true where start: the other lanes store nothing)
+    q = tl.arange(0, 4)[None, :]
+    lo = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (s0.shape[0], 4))
+    hi = tl.reshape(tl.join(tl.join(s4, s6), tl.join(s5, s7)), (s0.shape[0], 4))
+    tl.store(ptr + off[:, None] + q, lo, mask=(start & (c0 < width))[:, None])
+    tl.store(ptr + off[:, None] + 4 + q, hi, mask=(start & (c0 + 4 < width))[:, None])
+
+
+@triton.jit
 def _eight_registers(BLOCK: tl.constexpr):
     """_store8's registers, zero (eight tensors: a Triton loop carries a variable only if its
     body binds it to an object of its own, NOTES.md session 22)."""

@@ -22,7 +22,7 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align import (NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _lse2, _opaque, _p, _prefetch, _rcp,
-                         _store8)
+                         _store8, _store8_own_row)
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
@@ -66,7 +66,7 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
 def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b,
                                value_ptr, grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S,
                                zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr,
-                               HAND_OFF: tl.constexpr, HVP: tl.constexpr):
+                               HAND_OFF: tl.constexpr, HVP: tl.constexpr, ALIGNED: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
     adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
@@ -252,7 +252,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 cd = fd
                 gaps += qu + ql
             g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
-            if t % 8 == 0:
+            if ALIGNED:
+                _store8_own_row(gs_ptr, b * s_b + (r0 + offs).to(tl.int64) * s_i, t - offs - 1, g0, g1, g2, g3, g4,
+                                g5, g6, g7, lane, s_i)
+            elif t % 8 == 0:
                 _store8(grow, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, t_first - t), m)
             if MODE == 0:  # flows into row 0 travel j gap positions along it
                 if r0 == 0:
@@ -320,7 +323,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     _launch_bwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                 table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
                 part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
-                BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None,
+                BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None, ALIGNED=M % 4 == 0,
                 num_warps=warps or _warps(blk))
     return gs, dg
 
