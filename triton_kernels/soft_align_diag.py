@@ -37,7 +37,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _eight_registers, _exp, _log, _latest_last, _lse2, _p, _prefetch, _rcp
+from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _p, _prefetch, _rcp
 from .spin import GAVE_UP, wait_until
 
 
@@ -144,21 +144,6 @@ def _finish(share, part_ptr, count_ptr, out_ptr, b, k, S, how, BLOCK: tl.constex
 
 
 @triton.jit
-def _score_at(srow, j, lane, m, shift):
-    """The scores s[i, j] (column j - 1 of each lane's row; 0 off the pair), less ``shift``."""
-    return tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) - shift
-
-
-@triton.jit
-def _first_eight(srow, offs, lane, m, shift):
-    """_score_at of steps 0 .. 7 (lane l's column at step t is t - l)."""
-    return (_score_at(srow, 0 - offs, lane, m, shift), _score_at(srow, 1 - offs, lane, m, shift),
-            _score_at(srow, 2 - offs, lane, m, shift), _score_at(srow, 3 - offs, lane, m, shift),
-            _score_at(srow, 4 - offs, lane, m, shift), _score_at(srow, 5 - offs, lane, m, shift),
-            _score_at(srow, 6 - offs, lane, m, shift), _score_at(srow, 7 - offs, lane, m, shift))
-
-
-@triton.jit
 def _wait(flag, target, seen):
     """spin.wait_until once ``target`` passes what was ``seen``; GAVE_UP stays GAVE_UP."""
     if (target > seen) & (seen != GAVE_UP):
@@ -246,30 +231,30 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                       cache_modifier=".cg")  # lane 0's up at the next step
         diag = tl.full((BLOCK,), NEG, tl.float32)
         left = tl.full((BLOCK,), NEG, tl.float32)
-        # the scores of steps t .. t + 7, loaded eight steps ahead: two steps left a load's latency
-        # on the chain (a fifth of the kernel at 256 x 128, NOTES.md session 33)
-        s0, s1, s2, s3, s4, s5, s6, s7 = _first_eight(srow, offs, lane, m, sh2)
+        s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
+        s_n = tl.load(srow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) - sh2
         dup = tl.zeros((BLOCK,), tl.float32)  # TANGENT: the same for dV and the direction zs
         dtop = tl.zeros((), tl.float32)
         ddiag = tl.zeros((BLOCK,), tl.float32)
         dleft = tl.zeros((BLOCK,), tl.float32)
-        z0, z1, z2, z3, z4, z5, z6, z7 = _eight_registers(BLOCK)
+        zs_c = tl.zeros((BLOCK,), tl.float32)
+        zs_n = tl.zeros((BLOCK,), tl.float32)
         if TANGENT:
             zrow = zsp + (r0 + offs).to(tl.int64) * s_i
             dup = tl.where(offs == 0, tl.load(dtab + ts, cache_modifier=".cg"), 0.0)
             dtop = tl.load(dtab + ts + _top_step(r0, 0, m, BLOCK), mask=1 <= m, other=0.0, cache_modifier=".cg")
-            z0, z1, z2, z3, z4, z5, z6, z7 = _first_eight(zrow, offs, lane, m, dsh2)
+            zs_n = tl.load(zrow, mask=lane & (offs == 0) & (offs + m >= 1), other=0.0) - dsh2
         ts += _top_step(r0, 0, m, BLOCK) + _top_step(r0, 1, m, BLOCK)
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         t = 0
         T = R + m
-        while t < T:
+        while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
             j = t - offs
             live = lane & (j >= 0) & (j <= m)
-            s = s0
-            jn = j + 8
-            s0, s1, s2, s3, s4, s5, s6, s7 = _latest_last(s1, s2, s3, s4, s5, s6, s7,
-                                                          _score_at(srow, jn, lane, m, sh2))
+            s = s_c
+            s_c = s_n
+            jn = j + 2
+            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - sh2
             jp = j + PREFETCH
             _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
             if t + 2 <= m:
@@ -285,9 +270,9 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
             v, pd, pu, pl = _lse3_p(dterm, up - g, left - g)
             v = tl.where(live, v, NEG)
             if TANGENT:
-                zs = z0
-                z0, z1, z2, z3, z4, z5, z6, z7 = _latest_last(z1, z2, z3, z4, z5, z6, z7,
-                                                              _score_at(zrow, jn, lane, m, dsh2))
+                zs = zs_c
+                zs_c = zs_n
+                zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
                 _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
                 if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
