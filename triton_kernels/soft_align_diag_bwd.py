@@ -80,7 +80,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
     dg get the derivatives of the first-order outputs along z; f holds two rows (the
     flows, then their derivatives). shifted: the scores are read less 2 c[b], with HVP zs
-    less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel)."""
+    less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel). ALIGNED: rows of a width
+    % 4 == 0, whose gradient each lane stores into its own row (_store8_own_row)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
