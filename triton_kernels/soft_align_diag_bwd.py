@@ -126,7 +126,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         f_out = f_ptr + b * f_b + k.to(tl.int64) * NF * (m + 1)
         f_in = f_out + NF * (m + 1)
         srow = sp + (r0 + offs).to(tl.int64) * s_i
-        grow = gp + (r0 + offs).to(tl.int64) * s_i
+        grow_off = b * s_b + (r0 + offs).to(tl.int64) * s_i  # (from gs_ptr: 16-byte aligned rows where ALIGNED)
+        grow = gs_ptr + grow_off
         f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
         # from (i + 1, j) and (i + 1, j + 1): the lane below's up flow of its last step and its
         # diagonal flow of the step before, summed there and shifted up by one gather a step
@@ -254,8 +255,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 gaps += qu + ql
             g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
             if ALIGNED:
-                _store8_own_row(gs_ptr, b * s_b + (r0 + offs).to(tl.int64) * s_i, t - offs - 1, g0, g1, g2, g3, g4,
-                                g5, g6, g7, lane, s_i)
+                _store8_own_row(gs_ptr, grow_off, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, s_i)
             elif t % 8 == 0:
                 _store8(grow, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, t_first - t), m)
             if MODE == 0:  # flows into row 0 travel j gap positions along it
