@@ -67,11 +67,7 @@ def _slot_step(u, R, m):
 @triton.jit
 def _top_step(r0, j, m, BLOCK: tl.constexpr):
     """_top_slot(r0, j + 1) - _top_slot(r0, j)."""
-    if r0 == 0:
-        out = tl.full((), 1, tl.int64)
-    else:
-        out = _slot_step(j + BLOCK - 1, BLOCK, m)
-    return out
+    return tl.where(r0 == 0, 1, _slot_step(j + BLOCK - 1, BLOCK, m))  # (no branch in a step)
 
 
 @triton.jit
@@ -248,74 +244,75 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         ds = _slot(0, 0, r0, R, m)  # slot of lane 0 at step t (the others follow it)
         t = 0
         T = R + m
-        while t < T:  # loads two steps ahead: a score row's next sector comes from DRAM
-            j = t - offs
-            live = lane & (j >= 0) & (j <= m)
-            s = s_c
-            s_c = s_n
-            jn = j + 2
-            s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - sh2
-            jp = j + PREFETCH
-            _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
-            if t + 2 <= m:
-                seen = _wait(flag_in, t + 3, seen)
-            top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
-            span = (r0 + 1 + offs + j).to(tl.float32)  # i + j of the lanes' cells (the centring's unit)
-            if MODE == 1:
-                start = (2.0 - span) * centre  # a start here: 0 less the centring's c (i + j - 2)
-                ld = _lse2(start, diag)
-            else:
-                ld = diag
-            dterm = tl.where(j >= 1, s + ld, NEG)
-            v, pd, pu, pl = _lse3_p(dterm, up - g, left - g)
-            v = tl.where(live, v, NEG)
-            if TANGENT:
-                zs = zs_c
-                zs_c = zs_n
-                zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
-                _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
-                dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
-                if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
-                    dd = zs + _p(diag, ld) * ddiag + _p(start, ld) * ((2.0 - span) * dcentre)
+        while t < T:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
+            if t + 2 <= m:  # the columns of the row above that the round's steps read
+                seen = _wait(flag_in, tl.minimum(t + HAND_OFF + 2, m + 1), seen)
+            for _ in tl.static_range(HAND_OFF):  # (steps past T are masked out: no live lane)
+                j = t - offs
+                live = lane & (j >= 0) & (j <= m)
+                s = s_c
+                s_c = s_n
+                jn = j + 2
+                s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - sh2
+                jp = j + PREFETCH
+                _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
+                top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
+                span = (r0 + 1 + offs + j).to(tl.float32)  # i + j of the lanes' cells (the centring's unit)
+                if MODE == 1:
+                    start = (2.0 - span) * centre  # a start here: 0 less the centring's c (i + j - 2)
+                    ld = _lse2(start, diag)
                 else:
-                    dd = zs + ddiag
-                du = dup - zg
-                dl = dleft - zg
-                dv = tl.where(live, pd * dd + pu * du + pl * dl, 0.0)
-                tl.store(dtab + ds + offs, dv, mask=live)
-                if MODE == 0:
-                    dacc += tl.where(live & last_row & (j == m), dv, 0.0)
-                elif MODE == 1:  # (each end less centre (n + m - i - j), its tangent less dcentre (n + m - i - j))
-                    pe = tl.where(live & (j >= 1), _p(dterm + (span - nm) * centre, vtot), 0.0)
-                    dacc += pe * (dd + (span - nm) * dcentre)
-                    dden += pe
+                    ld = diag
+                dterm = tl.where(j >= 1, s + ld, NEG)
+                v, pd, pu, pl = _lse3_p(dterm, up - g, left - g)
+                v = tl.where(live, v, NEG)
+                if TANGENT:
+                    zs = zs_c
+                    zs_c = zs_n
+                    zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
+                    _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
+                    dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
+                    if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
+                        dd = zs + _p(diag, ld) * ddiag + _p(start, ld) * ((2.0 - span) * dcentre)
+                    else:
+                        dd = zs + ddiag
+                    du = dup - zg
+                    dl = dleft - zg
+                    dv = tl.where(live, pd * dd + pu * du + pl * dl, 0.0)
+                    tl.store(dtab + ds + offs, dv, mask=live)
+                    if MODE == 0:
+                        dacc += tl.where(live & last_row & (j == m), dv, 0.0)
+                    elif MODE == 1:  # (each end less centre (n + m - i - j), its tangent less dcentre (n + m - i - j))
+                        pe = tl.where(live & (j >= 1), _p(dterm + (span - nm) * centre, vtot), 0.0)
+                        dacc += pe * (dd + (span - nm) * dcentre)
+                        dden += pe
+                    else:
+                        pe = tl.where(live & last_row, _p(dterm + (span - nm) * centre, vtot), 0.0)
+                        pu_e = tl.where(live & last_row, _p(up - g + (span - nm) * centre, vtot), 0.0)
+                        dacc += pe * (dd + (span - nm) * dcentre) + pu_e * (du + (span - nm) * dcentre)
+                        dden += pe + pu_e
                 else:
-                    pe = tl.where(live & last_row, _p(dterm + (span - nm) * centre, vtot), 0.0)
-                    pu_e = tl.where(live & last_row, _p(up - g + (span - nm) * centre, vtot), 0.0)
-                    dacc += pe * (dd + (span - nm) * dcentre) + pu_e * (du + (span - nm) * dcentre)
-                    dden += pe + pu_e
-            else:
-                tl.store(tab + ds + offs, v, mask=live)
-                if MODE == 1:  # (each end less centre (n + m - i - j): the value is held less centre (n + m))
-                    acc = _lse2(acc, tl.where(live & (j >= 1), dterm + (span - nm) * centre, NEG))
-                elif MODE == 2:
-                    acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + (span - nm) * centre, NEG))
-            ts += _top_step(r0, t + 2, m, BLOCK)
-            ds += _slot_step(t, R, m)
-            diag = up
-            left = v
-            if TANGENT:  # (the gathers' barrier: the step's stores are done)
-                ddiag = dup
-                dleft = dv
-                dup = tl.where(offs == 0, dtop, tl.gather(dv, idx_up, 0))
-                dtop = dtop_n
-            up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))
-            top = top_n
-            if publish:
-                done = t - R + 2  # columns of the last row written
-                if (done > 0) & ((done % HAND_OFF == 0) | (done == m + 1)):
+                    tl.store(tab + ds + offs, v, mask=live)
+                    if MODE == 1:  # (each end less centre (n + m - i - j): the value is held less centre (n + m))
+                        acc = _lse2(acc, tl.where(live & (j >= 1), dterm + (span - nm) * centre, NEG))
+                    elif MODE == 2:
+                        acc = _lse2(acc, tl.where(live & last_row, _lse2(dterm, up - g) + (span - nm) * centre, NEG))
+                ts += _top_step(r0, t + 2, m, BLOCK)
+                ds += _slot_step(t, R, m)
+                diag = up
+                left = v
+                if TANGENT:  # (the gathers' barrier: the step's stores are done)
+                    ddiag = dup
+                    dleft = dv
+                    dup = tl.where(offs == 0, dtop, tl.gather(dv, idx_up, 0))
+                    dtop = dtop_n
+                up = tl.where(offs == 0, top, tl.gather(v, idx_up, 0))
+                top = top_n
+                t += 1
+            if publish:  # columns 0 .. done - 1 of the strip's last row are written
+                done = tl.minimum(t - R + 1, m + 1)
+                if done > 0:
                     tl.atomic_xchg(flag_out, done, sem="release")
-            t += 1
         tl.debug_barrier()
     last = (r0 < n) & (n <= r0 + BLOCK)
     if MODE == 0:
@@ -357,8 +354,9 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     _finish(value, part_ptr, sync_ptr + 2 + B * S, out_ptr, b, k, S, how, BLOCK, den, part_ptr + B * S, empty)
 
 
-# a strip publishes its progress every HAND_OFF columns: fewer releases (a fence each) and
-# polls than 8, a few steps more lag per strip (the backward's own: soft_align_diag_bwd)
+# a strip publishes its progress every HAND_OFF columns, after a round of HAND_OFF steps without
+# a branch: fewer releases (a fence each) and polls than 8, a few steps more lag per strip (the
+# backward's own: soft_align_diag_bwd)
 HAND_OFF = 16
 
 

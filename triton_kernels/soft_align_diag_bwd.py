@@ -161,133 +161,134 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                                               m, 0.0, dsh2)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # the gradient of the last 8 steps, latest first
-        t_first = t
-        while t >= 0:  # V and Vu carried from the step before; the next step's loads issued first
-            jp = t - PREFETCH - offs
-            _prefetch(tab + qp + offs, lane & (jp >= 0) & (jp <= m))
-            _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
-            if HVP:
-                _prefetch(dtab + qp + offs, lane & (jp >= 0) & (jp <= m))
-                _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
-            qp -= _slot_step(t - PREFETCH - 1, R, m)
-            q1 = q2
-            q2 -= _slot_step(t - 3, R, m)
-            tq -= _top_step(r0, t - 2, m, BLOCK)
-            if below_too & (t - R >= 0):  # the flows into the last row at column t - R
-                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - R)), seen)
-            Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG, sh2)
-            j = t - offs
-            live = lane & (j >= 0) & (j <= m)
-            has_l = live & (j >= 1)
-            ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(start, Vd)
-            sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
-            span = (i + j).to(tl.float32)  # (the centring's unit: starts lose c (i + j - 2), ends c (n + m - i - j))
-            if MODE == 1:
-                ld = _lse2((2.0 - span) * centre, Vd)
-                sig = _p(Vd, ld)
-            dterm = tl.where(has_l, s + ld, NEG)
-            uterm = tl.where(live, Vu - g, NEG)
-            lterm = tl.where(has_l, Vl - g, NEG)
-            pd = _p(dterm, V)
-            pu = _p(uterm, V)
-            pl = _p(lterm, V)
-            tot = pd + pu + pl
-            r = _rcp(tl.where(tot > 0, tot, 1.0))
-            pd = pd * r
-            pu = pu * r
-            pl = pl * r
-            q = f_left + f_below + below
-            if MODE == 0:
-                q += tl.where(live & last_row & (j == m), gout, 0.0)
-            qd = q * pd  # the adjoint of the aligned-pair term
-            qu = q * pu
-            ql = q * pl
-            if HVP:  # the same for the derivatives along z
-                dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs,
-                                                          lane, bottom, m, 0.0, dsh2)
-                dd = zs + sig * dVd
-                if MODE == 1:  # (local's start term has a tangent too: -dc (i + j - 2))
-                    dd += (1.0 - sig) * ((2.0 - span) * dcentre)
-                du = dVu - zg
-                dl = dVl - zg
-                dq = df_left + df_below + dbelow
-                ad, au, al = _centred3(pd, pu, pl, dd, du, dl, 0.0)  # (d term - dV, dV the in-edges' sum)
-                dqd = dq * pd + q * pd * ad
-                dqu = dq * pu + q * pu * au
-                dql = dq * pl + q * pl * al
-            if MODE == 1:
-                e = tl.where(has_l, gout * _p(dterm + (span - nm) * centre, vv), 0.0)  # the end edge from M
-                qd += e
+        tl.static_assert(HAND_OFF == 8, "a round's steps fill _store8's eight registers")
+        while t >= 0:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
+            if below_too & (t - R >= 0):  # the flows into the last row that the round's steps read
+                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - (HAND_OFF - 1) - R)), seen)
+            for _ in tl.static_range(HAND_OFF):  # V and Vu carried from the step before; the next step's loads first
+                # (steps past 0 are masked out: no live lane)
+                jp = t - PREFETCH - offs
+                _prefetch(tab + qp + offs, lane & (jp >= 0) & (jp <= m))
+                _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 if HVP:
-                    dqd += e * (dd + (span - nm) * dcentre - dvv)
-            elif MODE == 2:
-                e_node = _lse2(dterm, uterm)
-                e = tl.where(live & last_row, gout * _p(e_node + (span - nm) * centre, vv), 0.0)
-                ed = e * _p(dterm, e_node)
-                eu = e * _p(uterm, e_node)
-                qd += ed
-                qu += eu
-                if HVP:
-                    dqd += ed * (dd + (span - nm) * dcentre - dvv)
-                    dqu += eu * (du + (span - nm) * dcentre - dvv)
-            qd = tl.where(live, qd, 0.0)
-            qu = tl.where(live, qu, 0.0)
-            ql = tl.where(live, ql, 0.0)
-            if MODE == 1:
-                fd = qd * sig  # the part of lse(0, Vd) that came from Vd
-            else:
-                fd = qd
-            if HVP:
-                dqd = tl.where(live, dqd, 0.0)
-                dqu = tl.where(live, dqu, 0.0)
-                dql = tl.where(live, dql, 0.0)
-                dfd = dqd * sig
+                    _prefetch(dtab + qp + offs, lane & (jp >= 0) & (jp <= m))
+                    _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
+                qp -= _slot_step(t - PREFETCH - 1, R, m)
+                q1 = q2
+                q2 -= _slot_step(t - 3, R, m)
+                tq -= _top_step(r0, t - 2, m, BLOCK)
+                Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG,
+                                                      sh2)
+                j = t - offs
+                live = lane & (j >= 0) & (j <= m)
+                has_l = live & (j >= 1)
+                ld = Vd  # what the aligned-pair term adds to s: Vd, or local's lse(start, Vd)
+                sig = tl.full((BLOCK,), 1.0, tl.float32)  # d ld / d Vd
+                span = (i + j).to(tl.float32)  # (the centring's unit: starts c (i + j - 2), ends c (n + m - i - j))
                 if MODE == 1:
-                    dfd += qd * sig * (1.0 - sig) * (dVd - (2.0 - span) * dcentre)  # (d sigma, the start's too)
-                gval = dqd
-                cu = dqu  # what the gap terms and the flows into row 0 count
-                cd = dfd
-                gaps += dqu + dql
-            else:
-                gval = qd
-                cu = qu
-                cd = fd
-                gaps += qu + ql
-            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
-            if ALIGNED:
-                _store8_own_row(gs_ptr, grow_off, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, s_i)
-            elif t % 8 == 0:
-                _store8(grow, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, t_first - t), m)
-            if MODE == 0:  # flows into row 0 travel j gap positions along it
-                if r0 == 0:
-                    gaps += tl.where(top & live, j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
-            up = qu + fd_last  # what this lane hands up: the lane (or strip) above reads it next step
-            tl.store(f_out + j, up, mask=top & live)
-            f_left = ql
-            if HVP:
-                dup = dqu + dfd_last
-                tl.store(f_out + (m + 1) + j, dup, mask=top & live)
-                df_left = dql
-                df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
-                dfd_last = dfd
-                dVu = dVd
-                dVl = dVl_n
-                dVd = dVd_n
-                zs = zs_n
-                dbelow = dbelow_n
-            f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(up, idx_dn, 0))
-            fd_last = fd
-            if r0 > 0:  # (after the gathers' barrier) columns t .. m of f_out are complete
-                done = m + 1 - t
-                if (done > 0) & ((done % HAND_OFF == 0) | (t == 0)):
-                    tl.atomic_xchg(flag_out, done, sem="release")
-            V = Vl
-            Vu = Vd
-            Vl = Vl_n
-            Vd = Vd_n
-            s = s_n
-            below = below_n
-            t = _opaque(t - 1)
+                    ld = _lse2((2.0 - span) * centre, Vd)
+                    sig = _p(Vd, ld)
+                dterm = tl.where(has_l, s + ld, NEG)
+                uterm = tl.where(live, Vu - g, NEG)
+                lterm = tl.where(has_l, Vl - g, NEG)
+                pd = _p(dterm, V)
+                pu = _p(uterm, V)
+                pl = _p(lterm, V)
+                tot = pd + pu + pl
+                r = _rcp(tl.where(tot > 0, tot, 1.0))
+                pd = pd * r
+                pu = pu * r
+                pl = pl * r
+                q = f_left + f_below + below
+                if MODE == 0:
+                    q += tl.where(live & last_row & (j == m), gout, 0.0)
+                qd = q * pd  # the adjoint of the aligned-pair term
+                qu = q * pu
+                ql = q * pl
+                if HVP:  # the same for the derivatives along z
+                    dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs,
+                                                              lane, bottom, m, 0.0, dsh2)
+                    dd = zs + sig * dVd
+                    if MODE == 1:  # (local's start term has a tangent too: -dc (i + j - 2))
+                        dd += (1.0 - sig) * ((2.0 - span) * dcentre)
+                    du = dVu - zg
+                    dl = dVl - zg
+                    dq = df_left + df_below + dbelow
+                    ad, au, al = _centred3(pd, pu, pl, dd, du, dl, 0.0)  # (d term - dV, dV the in-edges' sum)
+                    dqd = dq * pd + q * pd * ad
+                    dqu = dq * pu + q * pu * au
+                    dql = dq * pl + q * pl * al
+                if MODE == 1:
+                    e = tl.where(has_l, gout * _p(dterm + (span - nm) * centre, vv), 0.0)  # the end edge from M
+                    qd += e
+                    if HVP:
+                        dqd += e * (dd + (span - nm) * dcentre - dvv)
+                elif MODE == 2:
+                    e_node = _lse2(dterm, uterm)
+                    e = tl.where(live & last_row, gout * _p(e_node + (span - nm) * centre, vv), 0.0)
+                    ed = e * _p(dterm, e_node)
+                    eu = e * _p(uterm, e_node)
+                    qd += ed
+                    qu += eu
+                    if HVP:
+                        dqd += ed * (dd + (span - nm) * dcentre - dvv)
+                        dqu += eu * (du + (span - nm) * dcentre - dvv)
+                qd = tl.where(live, qd, 0.0)
+                qu = tl.where(live, qu, 0.0)
+                ql = tl.where(live, ql, 0.0)
+                if MODE == 1:
+                    fd = qd * sig  # the part of lse(0, Vd) that came from Vd
+                else:
+                    fd = qd
+                if HVP:
+                    dqd = tl.where(live, dqd, 0.0)
+                    dqu = tl.where(live, dqu, 0.0)
+                    dql = tl.where(live, dql, 0.0)
+                    dfd = dqd * sig
+                    if MODE == 1:
+                        dfd += qd * sig * (1.0 - sig) * (dVd - (2.0 - span) * dcentre)  # (d sigma, the start's too)
+                    gval = dqd
+                    cu = dqu  # what the gap terms and the flows into row 0 count
+                    cd = dfd
+                    gaps += dqu + dql
+                else:
+                    gval = qd
+                    cu = qu
+                    cd = fd
+                    gaps += qu + ql
+                g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
+                if ALIGNED:
+                    _store8_own_row(gs_ptr, grow_off, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, s_i)
+                if MODE == 0:  # flows into row 0 travel j gap positions along it
+                    gaps += tl.where(top & live & (r0 == 0), j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
+                up = qu + fd_last  # what this lane hands up: the lane (or strip) above reads it next step
+                tl.store(f_out + j, up, mask=top & live)
+                f_left = ql
+                if HVP:
+                    dup = dqu + dfd_last
+                    tl.store(f_out + (m + 1) + j, dup, mask=top & live)
+                    df_left = dql
+                    df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
+                    dfd_last = dfd
+                    dVu = dVd
+                    dVl = dVl_n
+                    dVd = dVd_n
+                    zs = zs_n
+                    dbelow = dbelow_n
+                f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(up, idx_dn, 0))
+                fd_last = fd
+                V = Vl
+                Vu = Vd
+                Vl = Vl_n
+                Vd = Vd_n
+                s = s_n
+                below = below_n
+                t -= 1
+            if not ALIGNED:  # the round's eight gradients, one tile
+                _store8(grow, t - offs, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
+            if r0 > 0:  # (after the gathers' barrier) columns t + 1 .. m of f_out are complete
+                tl.atomic_xchg(flag_out, tl.minimum(m - t, m + 1), sem="release")
+            t = _opaque(t)
         if seen == GAVE_UP:  # a wait gave up: this strip's gradient is NaN, never wrong
             jj = 0
             while jj < m:
@@ -302,7 +303,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
-HAND_OFF = 8  # the backward's hand-off (columns between releases): 16 measured 0-3 % slower, 32 up to 11 %
+# the backward's hand-off (columns between releases) and its round of steps: 8, the tile store's
+# registers (16 measured 0-3 % slower, 32 up to 11 %, before the rounds were unrolled)
+HAND_OFF = 8
 
 
 def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None,
