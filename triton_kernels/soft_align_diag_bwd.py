@@ -146,9 +146,13 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         V = tl.load(tab + _slot(t, 0, r0, R, m) + offs, mask=live, other=NEG)  # (i, j)
         up_slot = tl.where(top, tq + _top_step(r0, t - 1, m, BLOCK), q1 + offs - 1)
         Vu = tl.load(tab + up_slot, mask=live, other=NEG)  # (i - 1, j)
-        if below_too:
-            seen = _wait(flag_in, tl.minimum(m + 1, m + R - t), seen)
+        if below_too:  # (the first two steps' flows from below)
+            seen = _wait(flag_in, tl.minimum(m + 1, m + R + 1 - t), seen)
         Vl, Vd, s, below = _bwd_loads(tab, q1, q2, tq, srow, f_in, t, offs, lane, bottom, m, NEG, sh2)
+        q1 = q2  # (slots for step t - 1's loads)
+        q2 -= _slot_step(t - 3, R, m)
+        tq -= _top_step(r0, t - 2, m, BLOCK)
+        Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG, sh2)
         dVu = tl.zeros((BLOCK,), tl.float32)
         dVl = tl.zeros((BLOCK,), tl.float32)
         dVd = tl.zeros((BLOCK,), tl.float32)
@@ -157,15 +161,18 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         if HVP:
             zrow = zs_ptr + b * s_b + (r0 + offs).to(tl.int64) * s_i
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
-            dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t, offs, lane, bottom,
-                                              m, 0.0, dsh2)
+            dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1 + _slot_step(t - 2, R, m), q1,
+                                              tq + _top_step(r0, t - 2, m, BLOCK), zrow, f_in + (m + 1), t, offs,
+                                              lane, bottom, m, 0.0, dsh2)
+            dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs, lane,
+                                                      bottom, m, 0.0, dsh2)
         qp = _slot(t - PREFETCH, 0, r0, R, m)  # slot of lane 0 at step t - PREFETCH
         g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # the gradient of the last 8 steps, latest first
         tl.static_assert(HAND_OFF == 8, "a round's steps fill _store8's eight registers")
         while t >= 0:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
-            if below_too & (t - R >= 0):  # the flows into the last row that the round's steps read
-                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - (HAND_OFF - 1) - R)), seen)
-            for _ in tl.static_range(HAND_OFF):  # V and Vu carried from the step before; the next step's loads first
+            if below_too & (t - 1 - R >= 0):  # the flows into the last row that the round's steps read
+                seen = _wait(flag_in, tl.minimum(m + 1, m + 1 - (t - HAND_OFF - R)), seen)
+            for _ in tl.static_range(HAND_OFF):  # V, Vu carried from the step before; loads two steps ahead
                 # (steps past 0 are masked out: no live lane)
                 jp = t - PREFETCH - offs
                 _prefetch(tab + qp + offs, lane & (jp >= 0) & (jp <= m))
@@ -175,10 +182,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 qp -= _slot_step(t - PREFETCH - 1, R, m)
                 q1 = q2
-                q2 -= _slot_step(t - 3, R, m)
-                tq -= _top_step(r0, t - 2, m, BLOCK)
-                Vl_n, Vd_n, s_n, below_n = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 1, offs, lane, bottom, m, NEG,
-                                                      sh2)
+                q2 -= _slot_step(t - 4, R, m)
+                tq -= _top_step(r0, t - 3, m, BLOCK)
+                Vl_nn, Vd_nn, s_nn, below_nn = _bwd_loads(tab, q1, q2, tq, srow, f_in, t - 2, offs, lane, bottom, m,
+                                                          NEG, sh2)
                 j = t - offs
                 live = lane & (j >= 0) & (j <= m)
                 has_l = live & (j >= 1)
@@ -206,8 +213,8 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 qu = q * pu
                 ql = q * pl
                 if HVP:  # the same for the derivatives along z
-                    dVl_n, dVd_n, zs_n, dbelow_n = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 1, offs,
-                                                              lane, bottom, m, 0.0, dsh2)
+                    dVl_nn, dVd_nn, zs_nn, dbelow_nn = _bwd_loads(dtab, q1, q2, tq, zrow, f_in + (m + 1), t - 2, offs,
+                                                                  lane, bottom, m, 0.0, dsh2)
                     dd = zs + sig * dVd
                     if MODE == 1:  # (local's start term has a tangent too: -dc (i + j - 2))
                         dd += (1.0 - sig) * ((2.0 - span) * dcentre)
@@ -275,6 +282,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     dVd = dVd_n
                     zs = zs_n
                     dbelow = dbelow_n
+                    dVl_n = dVl_nn
+                    dVd_n = dVd_nn
+                    zs_n = zs_nn
+                    dbelow_n = dbelow_nn
                 f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(up, idx_dn, 0))
                 fd_last = fd
                 V = Vl
@@ -283,6 +294,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 Vd = Vd_n
                 s = s_n
                 below = below_n
+                Vl_n = Vl_nn
+                Vd_n = Vd_nn
+                s_n = s_nn
+                below_n = below_nn
                 t -= 1
             if not ALIGNED:  # the round's eight gradients, one tile
                 _store8(grow, t - offs, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
