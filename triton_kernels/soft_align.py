@@ -73,11 +73,50 @@ def _store8_own_row(ptr, row_off, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, wid
     steps past column m - 1 give zeros."""
     start = lanes & ((c0 & 7) == 0) & (c0 >= 0)
     off = tl.multiple_of(row_off + c0, 4)  # (true where start: the other lanes store nothing)
-    q = tl.arange(0, 4)[None, :]
-    lo = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (s0.shape[0], 4))
-    hi = tl.reshape(tl.join(tl.join(s4, s6), tl.join(s5, s7)), (s0.shape[0], 4))
-    tl.store(ptr + off[:, None] + q, lo, mask=(start & (c0 < width))[:, None])
-    tl.store(ptr + off[:, None] + 4 + q, hi, mask=(start & (c0 + 4 < width))[:, None])
+    if INLINE_PTX:  # (as _load_still: no tl.store for the coalescing pass to walk from)
+        _store_own4(ptr + off, s0, s1, s2, s3, start & (c0 < width))
+        _store_own4(ptr + off + 4, s4, s5, s6, s7, start & (c0 + 4 < width))
+    else:
+        q = tl.arange(0, 4)[None, :]
+        lo = tl.reshape(tl.join(tl.join(s0, s2), tl.join(s1, s3)), (s0.shape[0], 4))
+        hi = tl.reshape(tl.join(tl.join(s4, s6), tl.join(s5, s7)), (s0.shape[0], 4))
+        tl.store(ptr + off[:, None] + q, lo, mask=(start & (c0 < width))[:, None])
+        tl.store(ptr + off[:, None] + 4 + q, hi, mask=(start & (c0 + 4 < width))[:, None])
+
+
+@triton.jit
+def _store_own4(ptrs, a, b, c, d, mask):
+    """Each lane's four float32 as one 16-byte vector at its own 16-byte aligned pointer (inline PTX)."""
+    tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$6 st.global.v4.f32 [$1], {$2, $3, $4, $5};", "=r,l,f,f,f,f,b",
+                              [ptrs, a, b, c, d, mask], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _store_own(ptrs, v, mask):
+    """tl.store(ptrs, v, mask=mask) of float32 as inline PTX on a GPU (as _load_still: a one-state
+    sweep's per-step stores, the coalescing pass's walks); the interpreter: tl.store."""
+    if INLINE_PTX:
+        tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$3 st.global.f32 [$1], $2;", "=r,l,f,b", [ptrs, v, mask],
+                                  dtype=tl.int32, is_pure=False, pack=1)
+    else:
+        tl.store(ptrs, v, mask=mask)
+
+
+@triton.jit
+def _load_still(ptrs, mask, other):
+    """tl.load(ptrs, mask=mask, other=other) of float32 that no program of the launch writes (the
+    scores, a finished table), as inline PTX on a GPU: Triton's coalescing pass walks the kernel's
+    whole def-use slice once per tl.load, and the unrolled rounds of the one-state sweeps hold
+    dozens (most of their compile time; the loads are the ones Triton emits: the same loop SASS,
+    benchmarks/NOTES.md session 34). The interpreter runs no PTX: tl.load."""
+    if INLINE_PTX:
+        out = tl.inline_asm_elementwise("mov.b32 $0, $3;\n@$2 ld.global.b32 $0, [$1];", "=r,l,b,r",
+                                        [ptrs, mask, (tl.zeros_like(mask.to(tl.float32)) + other).to(tl.int32,
+                                                                                                    bitcast=True)],
+                                        dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)
+    else:
+        out = tl.load(ptrs, mask=mask, other=other)
+    return out
 
 
 @triton.jit

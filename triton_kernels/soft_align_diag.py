@@ -37,7 +37,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import NEG, PREFETCH, _exp, _log, _lse2, _p, _prefetch, _rcp
+from .soft_align import NEG, PREFETCH, _exp, _load_still, _log, _lse2, _p, _prefetch, _rcp, _store_own
 from .spin import GAVE_UP, wait_until
 
 
@@ -253,7 +253,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 s = s_c
                 s_c = s_n
                 jn = j + 2
-                s_n = tl.load(srow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - sh2
+                s_n = _load_still(srow + jn - 1, lane & (jn >= 1) & (jn <= m), 0.0) - sh2
                 jp = j + PREFETCH
                 _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
                 top_n = tl.load(tab + ts, mask=t + 2 <= m, other=NEG, cache_modifier=".cg")
@@ -269,7 +269,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 if TANGENT:
                     zs = zs_c
                     zs_c = zs_n
-                    zs_n = tl.load(zrow + jn - 1, mask=lane & (jn >= 1) & (jn <= m), other=0.0) - dsh2
+                    zs_n = _load_still(zrow + jn - 1, lane & (jn >= 1) & (jn <= m), 0.0) - dsh2
                     _prefetch(zrow + jp - 1, lane & (jp >= 1) & (jp <= m))
                     dtop_n = tl.load(dtab + ts, mask=t + 2 <= m, other=0.0, cache_modifier=".cg")
                     if MODE == 1:  # d lse(start, V_diag) = sigma d V_diag + (1 - sigma) d start
@@ -279,7 +279,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     du = dup - zg
                     dl = dleft - zg
                     dv = tl.where(live, pd * dd + pu * du + pl * dl, 0.0)
-                    tl.store(dtab + ds + offs, dv, mask=live)
+                    _store_own(dtab + ds + offs, dv, live)
                     if MODE == 0:
                         dacc += tl.where(live & last_row & (j == m), dv, 0.0)
                     elif MODE == 1:  # (each end less centre (n + m - i - j), its tangent less dcentre (n + m - i - j))
@@ -292,7 +292,7 @@ def soft_align_diag_fwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                         dacc += pe * (dd + (span - nm) * dcentre) + pu_e * (du + (span - nm) * dcentre)
                         dden += pe + pu_e
                 else:
-                    tl.store(tab + ds + offs, v, mask=live)
+                    _store_own(tab + ds + offs, v, live)
                     if MODE == 1:  # (each end less centre (n + m - i - j): the value is held less centre (n + m))
                         acc = _lse2(acc, tl.where(live & (j >= 1), dterm + (span - nm) * centre, NEG))
                     elif MODE == 2:

@@ -21,8 +21,8 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import (NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _lse2, _opaque, _p, _prefetch, _rcp,
-                         _store8, _store8_own_row)
+from .soft_align import (NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _load_still, _lse2,
+                         _opaque, _p, _prefetch, _rcp, _store8, _store8_own_row, _store_own)
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
 from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
@@ -38,9 +38,9 @@ def _bwd_loads(tab, q1, q2, tq, srow, f_in, u, offs, lane, bottom, m, other, shi
     The same for the tangents (dtab, zs, the flows' tangents: other = 0)."""
     j = u - offs
     nxt = lane & (j >= 1) & (j <= m + 1)  # column j - 1 exists (also the next step's V and Vu)
-    Vl = tl.load(tab + q1 + offs, mask=nxt, other=other)
-    Vd = tl.load(tab + tl.where(offs == 0, tq, q2 + offs - 1), mask=nxt, other=other)
-    s = tl.load(srow + j - 1, mask=lane & (j >= 1) & (j <= m), other=0.0) - shift
+    Vl = _load_still(tab + q1 + offs, nxt, other)
+    Vd = _load_still(tab + tl.where(offs == 0, tq, q2 + offs - 1), nxt, other)
+    s = _load_still(srow + j - 1, lane & (j >= 1) & (j <= m), 0.0) - shift
     below = tl.load(f_in + j, mask=bottom & (j >= 0) & (j <= m), other=0.0, cache_modifier=".cg")
     return Vl, Vd, s, below
 
@@ -161,6 +161,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         if HVP:
             zrow = zs_ptr + b * s_b + (r0 + offs).to(tl.int64) * s_i
             dVu = tl.load(dtab + up_slot, mask=live, other=0.0)
+            # (step t's slots, from step t - 1's: the first loads above stepped them)
             dVl, dVd, zs, dbelow = _bwd_loads(dtab, q1 + _slot_step(t - 2, R, m), q1,
                                               tq + _top_step(r0, t - 2, m, BLOCK), zrow, f_in + (m + 1), t, offs,
                                               lane, bottom, m, 0.0, dsh2)
@@ -269,11 +270,11 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 if MODE == 0:  # flows into row 0 travel j gap positions along it
                     gaps += tl.where(top & live & (r0 == 0), j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
                 up = qu + fd_last  # what this lane hands up: the lane (or strip) above reads it next step
-                tl.store(f_out + j, up, mask=top & live)
+                _store_own(f_out + j, up, top & live)
                 f_left = ql
                 if HVP:
                     dup = dqu + dfd_last
-                    tl.store(f_out + (m + 1) + j, dup, mask=top & live)
+                    _store_own(f_out + (m + 1) + j, dup, top & live)
                     df_left = dql
                     df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
                     dfd_last = dfd
