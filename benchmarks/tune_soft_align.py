@@ -35,8 +35,8 @@ def fwd_bwd(s, *gaps, mode):
 
 
 def kernel_variants(sizes, runs):
-    """The one-state kernels alone, by rows per strip, warps per strip and hand-off: forward and
-    backward medians."""
+    """The one-state kernels alone, by rows per strip, warps per strip and the forward's hand-off
+    (the backward's is fixed: soft_align_diag_bwd.HAND_OFF): forward and backward medians."""
     from torchalign_kernels import soft_align_diag as D
     from torchalign_kernels import soft_align_diag_bwd as DB
 
@@ -50,7 +50,7 @@ def kernel_variants(sizes, runs):
             f = timed(lambda: D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h), runs)
             v, tab = D.forward(s, g, n, m, 0, block=blk, warps=w, hand_off=h)
             gr = torch.ones_like(v)
-            b = timed(lambda: DB.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w, hand_off=h), runs)
+            b = timed(lambda: DB.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w), runs)
             print(f"{size} BLOCK {blk} warps {w} hand-off {h}: fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) bwd {b[0]:.3f} "
                   f"({b[1]:.3f}..{b[2]:.3f}) ms", flush=True)
 

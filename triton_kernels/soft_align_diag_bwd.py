@@ -278,27 +278,12 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     df_left = dql
                     df_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(dup, idx_dn, 0))
                     dfd_last = dfd
-                    dVu = dVd
-                    dVl = dVl_n
-                    dVd = dVd_n
-                    zs = zs_n
-                    dbelow = dbelow_n
-                    dVl_n = dVl_nn
-                    dVd_n = dVd_nn
-                    zs_n = zs_nn
-                    dbelow_n = dbelow_nn
+                    dVu, dVl, dVd, zs, dbelow = dVd, dVl_n, dVd_n, zs_n, dbelow_n  # (the loads' pipeline, as below)
+                    dVl_n, dVd_n, zs_n, dbelow_n = dVl_nn, dVd_nn, zs_nn, dbelow_nn
                 f_below = tl.where(offs == BLOCK - 1, 0.0, tl.gather(up, idx_dn, 0))
                 fd_last = fd
-                V = Vl
-                Vu = Vd
-                Vl = Vl_n
-                Vd = Vd_n
-                s = s_n
-                below = below_n
-                Vl_n = Vl_nn
-                Vd_n = Vd_nn
-                s_n = s_nn
-                below_n = below_nn
+                V, Vu, Vl, Vd, s, below = Vl, Vd, Vl_n, Vd_n, s_n, below_n  # (the loads' pipeline: two steps)
+                Vl_n, Vd_n, s_n, below_n = Vl_nn, Vd_nn, s_nn, below_nn
                 t -= 1
             if not ALIGNED:  # the round's eight gradients, one tile
                 _store8(grow, t - offs, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
@@ -319,12 +304,12 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     _finish(dg, part_ptr, sync_ptr + 2 + B * S, dg_ptr, b, k, S, 0, BLOCK)
 
 
-# the backward's hand-off (columns between releases) and its round of steps: 8, the tile store's
-# registers (16 measured 0-3 % slower, 32 up to 11 %, before the rounds were unrolled)
+# the backward's hand-off (columns between releases) and its round of steps: fixed at 8, the tile
+# store's registers (16 measured 0-3 % slower, 32 up to 11 %, before the rounds were unrolled)
 HAND_OFF = 8
 
 
-def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off, hvp=None, shift=None,
+def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hvp=None, shift=None,
                     tangent_shift=None):
     """The backward kernel: (gs [B, N, M], dg [B]); ``hvp``: (zs, zg, dtable, dvalue), zs read
     less 2 ``tangent_shift`` (with ``shift`` only)."""
@@ -343,26 +328,24 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     _launch_bwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                 table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
                 part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
-                BLOCK=blk, HAND_OFF=hand_off, HVP=hvp is not None, ALIGNED=M % 4 == 0,
+                BLOCK=blk, HAND_OFF=HAND_OFF, HVP=hvp is not None, ALIGNED=M % 4 == 0,
                 num_warps=warps or _warps(blk))
     return gs, dg
 
 
-def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, hand_off=HAND_OFF,
-             shift=None):
+def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, shift=None):
     """(d scores [B, N, M], d gap [B]) times grad; ``shift`` [B]: forward()'s."""
     return _sweep_backward(scores.float().contiguous(), gap, q_lens, t_lens, table, value, grad, mode, block, warps,
-                           hand_off, shift=shift)
+                           shift=shift)
 
 
 def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: int, block=None, warps=None,
-        hand_off=HAND_OFF, shift=None, tangent_shift=None):
+        shift=None, tangent_shift=None):
     """The derivatives of backward()'s outputs along z = (z_scores [B, N, M], z_gap [B]), and
     d value along z: (d scores, d gap, d value), each [B] but the first. A forward sweep of
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
     the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3). With ``shift``,
-    ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc).
-    ``hand_off``: the backward sweep's (the tangent sweep takes the forward's)."""
+    ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc)."""
     s = scores.float().contiguous()
     B, N, M = s.shape
     if not B:
@@ -373,8 +356,8 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     dtab = torch.empty_like(table)
     dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, FORWARD_HAND_OFF,
                             (zs, zg, dtab, value), shift, tangent_shift)
-    gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, hand_off,
-                             (zs, zg, dtab, dvalue), shift, tangent_shift)
+    gs, dg = _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, warps, (zs, zg, dtab, dvalue),
+                             shift, tangent_shift)
     return gs, dg, dvalue
 
 
