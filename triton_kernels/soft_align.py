@@ -85,10 +85,18 @@ def _store8_own_row(ptr, row_off, c0, s0, s1, s2, s3, s4, s5, s6, s7, lanes, wid
 
 
 @triton.jit
+def _bits(x):
+    """float32 as its int32 bits: an inline-PTX operand beside a pointer (triton 3.6's
+    inline_asm_elementwise rejects pointer and float operands in one call)."""
+    return x.to(tl.int32, bitcast=True)
+
+
+@triton.jit
 def _store_own4(ptrs, a, b, c, d, mask):
     """Each lane's four float32 as one 16-byte vector at its own 16-byte aligned pointer (inline PTX)."""
-    tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$6 st.global.v4.f32 [$1], {$2, $3, $4, $5};", "=r,l,f,f,f,f,b",
-                              [ptrs, a, b, c, d, mask], dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$6 st.global.v4.b32 [$1], {$2, $3, $4, $5};", "=r,l,r,r,r,r,b",
+                              [ptrs, _bits(a), _bits(b), _bits(c), _bits(d), mask], dtype=tl.int32, is_pure=False,
+                              pack=1)
 
 
 @triton.jit
@@ -96,7 +104,7 @@ def _store_own(ptrs, v, mask):
     """tl.store(ptrs, v, mask=mask) of float32 as inline PTX on a GPU (as _load_still: a one-state
     sweep's per-step stores, the coalescing pass's walks); the interpreter: tl.store."""
     if INLINE_PTX:
-        tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$3 st.global.f32 [$1], $2;", "=r,l,f,b", [ptrs, v, mask],
+        tl.inline_asm_elementwise("mov.b32 $0, 0;\n@$3 st.global.b32 [$1], $2;", "=r,l,r,b", [ptrs, _bits(v), mask],
                                   dtype=tl.int32, is_pure=False, pack=1)
     else:
         tl.store(ptrs, v, mask=mask)
