@@ -728,7 +728,8 @@ def test_diagonal_strip_wait_gives_up_and_poisons(monkeypatch):
     for start, finite in ((B, False), (0, True)):
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
         KD.soft_dtw_diag_kernel[(2 - start,)](costs, gamma, gamma * 0, n, m, value, saved, value, bnd, sync, sync[3:],
-                                              N, M, B, 2, N, -1, 0, M, 0, rows, 0, BLOCK=rows, HAND_OFF=4, SEG=0)
+                                              N, M, B, 2, N, -1, 0, M, 0, rows, 0, BLOCK=rows, HAND_OFF=8, SEG=0,
+                                              STRIPES=False)
         assert bool(torch.isfinite(value).all()) == finite and (sync[3].item() > 0) != finite
 
 
@@ -751,7 +752,7 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
         KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, saved, gamma, gamma * 0, n, m, saved, gg, gg, out, gg, bnd,
                                                        sync, sync[3:], N, M, B, 2, rows, N, 0, -1, NEED_GAMMA=True,
-                                                       BLOCK=rows, HAND_OFF=4, SEG=0)
+                                                       BLOCK=rows, HAND_OFF=8, SEG=0)
         assert bool(torch.isfinite(out).all()) == finite and bool(torch.isfinite(gg).all()) == finite
         assert (sync[3].item() > 0) != finite
 

@@ -12,9 +12,10 @@ diagonal its value of the step before, left the lane's own last value. Values ar
 units of gamma / ln 2 (x log2(e) / gamma) as in soft_dtw.py, so the softmin is one log2 of
 three exp2. Strip k of pair b is a program of its own (a ticket, taken in order, picks
 them), so a pair's strips run as a wavefront: strip k reads strip k - 1's last row from a
-boundary array as it is written (a progress counter per strip, released every HAND_OFF
-columns, spin.wait_until on the other side); a wait only ever waits on a lower ticket,
-which has started, and one that gives up makes the pair's value NaN, never a wrong number.
+boundary array as it is written (a progress counter per strip, released after every round
+of HAND_OFF steps, spin.wait_until on the other side, once a round; the rounds' steps have
+no branch, so ptxas schedules across them); a wait only ever waits on a lower ticket, which
+has started, and one that gives up makes the pair's value NaN, never a wrong number.
 
 What the backward reads is stored as the row sweep stores it, so soft_dtw.backward takes
 either forward's: R unscaled, [B, N, M] (K = 0) or rows K, 2K, ... (K > 0; none when K > N),
@@ -29,17 +30,22 @@ strip a segment at a time. The row stores are strided across lanes (a lane per r
 Pure: imports only torch and triton.
 """
 
+import os
+
 import torch
 import triton
 import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import PREFETCH, _exp2, _log2, _eight_registers, _latest_last, _prefetch, _store8
+from .soft_align import (PREFETCH, _eight_registers, _exp2, _latest_last, _load_still, _log2, _prefetch, _store8,
+                         _store_own)
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _softmax3, _unscaled, _wait
 
-HAND_OFF = 16  # columns between a strip's releases of its progress counter (soft_align_diag's)
+# steps a round (between a strip's releases of its progress counter): soft_align_diag's; 8 under
+# the interpreter, whose time goes by steps (a strip's last round runs its dead steps too)
+HAND_OFF = 8 if os.environ.get("TRITON_INTERPRET") == "1" else 16
 SEGMENT = 64  # steps (anti-diagonals of a strip) the checkpointed backward recomputes at a time
 
 
@@ -155,16 +161,17 @@ def _release(flag, done, m, HAND_OFF: tl.constexpr):
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept", "H", "n_seg"])
 def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
                          err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, H, n_seg, BLOCK: tl.constexpr,
-                         HAND_OFF: tl.constexpr, SEG: tl.constexpr):
+                         HAND_OFF: tl.constexpr, SEG: tl.constexpr, STRIPES: tl.constexpr):
     """Program (k, b) from its ticket: rows kH + 1 .. kH + H (H <= BLOCK) of pair b. saved:
     R (as stored, unscaled) of every row (K = 0) or of rows K, 2K, ... ([B, n_saved, M]);
-    kept (S_kept > 0): R[:, (s + 1) W - 1] of stripes s whose last column is not the pair's,
+    kept (STRIPES, S_kept > 0): R[:, (s + 1) W - 1] of stripes s whose last column is not the pair's,
     [B, S_kept, N + 1], scaled; or (SEG > 0, strips of H = K rows) the lanes' R at steps
     sSEG - 2 and sSEG - 1 of each segment s >= 1 of SEG steps, [B, S, n_seg, 2, BLOCK],
     scaled, whence soft_dtw_diag_bwd recomputes a segment; bnd [B, S, M]: each strip's last
     row, scaled, for the strip below; sync: the ticket counter, then a progress counter
     (columns done) per strip; err: waits that gave up. value[b] = R[n, m] from the strip
     that holds row n. R is centred by mu[b] everywhere but in the value (soft_dtw.forward)."""
+    tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of R go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -203,37 +210,44 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         fin = tl.zeros((BLOCK,), tl.float32)  # R[n, m - 1] in its lane
         saves = tl.max((lane & keep).to(tl.int32), 0) > 0  # (no grad: K = N + 1, no row saved, no stores)
         h0, h1, h2, h3, h4, h5, h6, h7 = _eight_registers(BLOCK)  # R (as stored) of the last 8 steps, latest last
+        wide = tl.where(band >= 0, band, N + M)  # (no band: one wider than any pair)
         t = 0
         T = R + m - 1
-        while t < T:
-            c = t - offs
-            live = lane & (c >= 0) & (c < m)
-            cost = c_n
-            c_n = _costs_ahead(crow, c, lane, m)
-            if k > 0:
-                if t + 3 > seen:
-                    if t + 2 < m:
-                        seen = _wait(flag_in, t + 3, err_ptr)
-            top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
-            v, _ = _centred_cell(up, diag, left, cost, mu, scale)
-            v = _banded(v, i, c, live, band)
-            h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, v * unit)  # (column c)
-            if saves & ((t % 8 == 7) | (t == T - 1)):
-                _store8(srow, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane & keep, 7 - t % 8, 7, m)
-            if S_kept > 0:
-                tl.store(krow + (c // W) * (N + 1), v, mask=live & ((c + 1) % W == 0) & (c < m - 1))
-            if SEG > 0:
-                slot = (t + 2) % SEG
-                if (slot < 2) & (t + 2 >= SEG):
-                    tl.store(kept_ptr + (((b * S + k) * n_seg + (t + 2) // SEG) * 2 + slot) * BLOCK + offs, v)
-            fin = tl.where(live & (i == n) & (c == m - 1), v, fin)
-            if publish:
-                tl.store(above + M + c, v, mask=live & bottom)
-            diag, left, up = _shift(v, up, top, first, idx_up)
-            top = top_n
-            if publish:
-                _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row written)
-            t += 1
+        while t < T:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
+            if k > 0:  # the columns of the row above that the round's steps read
+                target = tl.minimum(t + HAND_OFF + 2, m)
+                if target > seen:
+                    seen = _wait(flag_in, target, err_ptr)
+            for u in tl.static_range(HAND_OFF):  # (steps past T: no live lane; t % 8 == u % 8)
+                c = t - offs
+                live = lane & (c >= 0) & (c < m)
+                cost = c_n
+                c_n = _load_still(crow + c + 1, lane & (c + 1 >= 0) & (c + 1 < m), 0.0)
+                _prefetch(crow + c + PREFETCH, lane & (c + PREFETCH >= 0) & (c + PREFETCH < m))
+                top_n = tl.load(above + t + 2, mask=(k > 0) & (t + 2 < m), other=float("inf"), volatile=True)
+                v, _ = _centred_cell(up, diag, left, cost, mu, scale)
+                v = tl.where(live & (tl.abs(i - 1 - c) <= wide), v, float("inf"))  # (_banded without its branch)
+                h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, v * unit)  # (column c)
+                if u % 8 == 7:
+                    if saves:  # (steps past T store nothing: their columns are m or more)
+                        _store8(srow, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane & keep, 0, 7, m)
+                if STRIPES:
+                    _store_own(krow + (c // W) * (N + 1), v, live & ((c + 1) % W == 0) & (c < m - 1))
+                if SEG > 0:
+                    ahead = offs * 0 + t + 2  # (a tensor: the interpreter's masks)
+                    slot = ahead % SEG
+                    _store_own(kept_ptr + (((b * S + k) * n_seg + ahead // SEG) * 2 + slot) * BLOCK + offs, v,
+                               (slot < 2) & (ahead >= SEG) & (ahead < T + 2))  # (not past the strip's steps)
+                fin = tl.where(live & (i == n) & (c == m - 1), v, fin)
+                _store_own(above + M + c, v, live & bottom & (offs * 0 + r0 + R < n))  # (publish, as a tensor)
+                diag, left, up = _shift(v, up, top, first, idx_up)
+                top = top_n
+                t += 1
+            if publish:  # columns 0 .. done - 1 of the strip's last row are written
+                done = tl.minimum(t - R + 1, m)
+                if done > 0:
+                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
+                    tl.atomic_xchg(flag_in + 1, done, sem="release")
         if r0 + R == n:
             v = tl.sum(tl.where(i == n, fin, 0.0), 0)
             bad = tl.load(err_ptr, volatile=True) != 0
@@ -345,7 +359,8 @@ def forward(costs, gamma, n, m, band: int, checkpoint: int, kept, mu, block: int
         _launch((B * S,), costs, gamma.contiguous(), mu, n, m, value, saved if saved.numel() else value,
                 kept if kept.numel() else value, bnd, sync, sync[-1:], N, M, B, S, saved.shape[1], band, checkpoint,
                 W, 0 if segments else kept.shape[1], H, kept.shape[2] // 2 if segments else 0, BLOCK=blk,
-                HAND_OFF=HAND_OFF, SEG=SEGMENT if segments else 0, num_warps=warps or max(1, blk // 32))
+                HAND_OFF=HAND_OFF, SEG=SEGMENT if segments else 0,
+                STRIPES=bool(kept.shape[1]) and not segments, num_warps=warps or max(1, blk // 32))
     return value, saved
 
 

@@ -20,7 +20,9 @@ and each lane's R at the two steps before the segment. The sweep then reads R th
 
 Strips run as a wavefront from the bottom up (tickets in that order): strip k's bottom lane
 reads what strip k + 1's top lane hands over, through a boundary row per strip and a
-progress counter released every HAND_OFF columns, as in the forward. A wait that gives up
+progress counter released after every round of HAND_OFF steps, as in the forward (from a
+full table; with checkpoints a step at a time, every HAND_OFF columns: a segment's
+recompute starts where the segment does, not where a round would). A wait that gives up
 poisons the pair's gradient with NaN.
 
 Pure: imports only torch and triton.
@@ -32,7 +34,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import _eight_registers, _latest_first, _store8
+from .soft_align import _eight_registers, _latest_first, _load_still, _store8, _store_own
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
@@ -67,6 +69,24 @@ def _recompute(scr, states, top, crow, k, t0, t1, offs, lane, first, i, m, scale
     tl.debug_barrier()  # (the sweep reads scr across lanes)
 
 
+@triton.jit
+def _adjoint(rc, up, dg, lf, nb, hand, ew_left, ew_diag, seed, c, inside, bottom, i, n, m, mu_r, unit, idx_down,
+             NEED_GAMMA: tl.constexpr):
+    """One step of the E sweep: the lanes' E at (i, c) from R there and at its three
+    predecessors (rc, up, dg, lf; dg uncentred by mu_r here), the lane below's hand-over
+    (bottom lane: nb, the strip below's) and the lane's own left term; then (E, the hand-over
+    for the lane above, Ew_diag and Ew_left for the next step, E dV/dgamma's term or 0)."""
+    e = tl.where(bottom, nb, tl.gather(hand, idx_down, 0)) + ew_left
+    e = tl.where((i == n) & (c == m - 1), seed, e)
+    e = tl.where(inside, e, 0.0)
+    # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
+    ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, unit)
+    dgam = tl.zeros_like(e)
+    if NEED_GAMMA:
+        dgam = e * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+    return e, e * wu + ew_diag, e * wd, e * wl, dgam
+
+
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
 def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, saved_ptr, states_ptr,
                                   scratch_ptr, out_ptr, gg_ptr, bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved,
@@ -81,6 +101,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
     Ew_up(r0 + 1, c) + Ew_diag(r0 + 1, c + 1) of each strip's top row, for the strip above;
     sync: the ticket counter, then a progress counter (columns done, from the right) per
     strip; err: waits that gave up."""
+    tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of the gradient go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
@@ -132,12 +153,13 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
         hand = tl.zeros((BLOCK,), tl.float32)  # Ew_up(i, c + 1) + Ew_diag(i, c + 2), for the lane above
         gsum = tl.zeros((BLOCK,), tl.float32)
         g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # the gradient of the last 8 steps, latest first
+        unit = 1.0 if SEG > 0 else scale  # (R as read: scaled scratch, or as stored)
         tau = 0
-        while tau < T:
-            t = T - 1 - tau
-            c = t - offs
-            inside = lane & (c >= 0) & (c < m)
-            if SEG > 0:
+        if SEG > 0:  # a step at a time: a segment's recompute starts at its last step
+            while tau < T:
+                t = T - 1 - tau
+                c = t - offs
+                inside = lane & (c >= 0) & (c < m)
                 if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
                     t0 = (t // SEG) * SEG
                     _recompute(scr, states + (t0 // SEG) * 2 * BLOCK, top, crow, k, t0, t + 1, offs, lane, first, i,
@@ -147,38 +169,53 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
                 # (step t - 2's row: the next step's left and, a lane up, diagonal)
                 lf_n, dg_n = _ahead_in_segment(scr + (t - t0) * BLOCK + offs, top, t, t0, k, m, scale, offs, first,
                                                BLOCK)
-            else:
-                cn = c - 2  # the next step's left column
-                lf_n = tl.load(row + cn, mask=lane & (cn >= 0) & (cn < m), other=float("inf"))
-                dg_n = tl.load(above + cn, mask=has_above & (cn >= 0) & (cn < m), other=float("inf"))
-            if below:
-                if tau + 2 > seen:
-                    if tau + 1 < m:
-                        seen = _wait(flag_in, tau + 2, err_ptr)
-            nb_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
-            e = tl.where(bottom, nb, tl.gather(hand, idx_down, 0)) + ew_left
-            e = tl.where((i == n) & (c == m - 1), seed, e)
-            e = tl.where(inside, e, 0.0)
-            # (cell (1, 1)'s one predecessor, R[0, 0] = 0, is no cell: its weights push to no one, so inf does)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
-            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(e, g0, g1, g2, g3, g4, g5, g6)  # (column c)
-            if t % 8 == 0:
-                _store8(orow, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
-            hand = e * wu + ew_diag
-            if k > 0:
-                tl.store(mine + c, hand, mask=inside & first)
-            ew_diag = e * wd
-            ew_left = e * wl
-            if NEED_GAMMA:
-                gsum += e * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
-            rc = lf
-            up = dg
-            lf = lf_n
-            dg = dg_n
-            nb = nb_n
-            if k > 0:
-                _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
-            tau += 1
+                if below:
+                    if tau + 2 > seen:
+                        if tau + 1 < m:
+                            seen = _wait(flag_in, tau + 2, err_ptr)
+                nb_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+                e, hand, ew_diag, ew_left, dgam = _adjoint(rc, up, dg, lf, nb, hand, ew_left, ew_diag, seed, c, inside,
+                                                           bottom, i, n, m, mu_r, unit, idx_down, NEED_GAMMA)
+                if NEED_GAMMA:
+                    gsum += dgam
+                g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(e, g0, g1, g2, g3, g4, g5, g6)  # (column c)
+                if t % 8 == 0:
+                    _store8(orow, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
+                _store_own(mine + c, hand, inside & first & (offs * 0 + k > 0))  # (the hand-over to strip k - 1)
+                rc, up, lf, dg, nb = lf, dg, lf_n, dg_n, nb_n
+                if k > 0:
+                    _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
+                tau += 1
+        else:  # rounds of HAND_OFF steps: one wait and one release, no branch in the steps
+            while tau < T:
+                if below:  # the columns of the strip below's hand-over that the round's steps read
+                    target = tl.minimum(tau + HAND_OFF + 1, m)
+                    if target > seen:
+                        seen = _wait(flag_in, target, err_ptr)
+                for u in tl.static_range(HAND_OFF):  # (steps past T: no lane inside; tau % 8 == u % 8)
+                    t = T - 1 - tau
+                    c = t - offs
+                    inside = lane & (c >= 0) & (c < m)
+                    cn = c - 2  # the next step's left column
+                    lf_n = _load_still(row + cn, lane & (cn >= 0) & (cn < m), float("inf"))
+                    dg_n = _load_still(above + cn, has_above & (cn >= 0) & (cn < m), float("inf"))
+                    nb_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+                    e, hand, ew_diag, ew_left, dgam = _adjoint(rc, up, dg, lf, nb, hand, ew_left, ew_diag, seed, c,
+                                                               inside, bottom, i, n, m, mu_r, unit, idx_down,
+                                                               NEED_GAMMA)
+                    if NEED_GAMMA:
+                        gsum += dgam
+                    g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(e, g0, g1, g2, g3, g4, g5, g6)  # (column c)
+                    if u % 8 == 7:  # (the eight steps' columns c .. c + 7; steps past T: columns below 0)
+                        _store8(orow, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
+                    _store_own(mine + c, hand, inside & first & (offs * 0 + k > 0))  # (the hand-over to strip k - 1)
+                    rc, up, lf, dg, nb = lf, dg, lf_n, dg_n, nb_n
+                    tau += 1
+                if k > 0:  # columns m - done .. m - 1 of the strip's top row are handed over
+                    done = tl.minimum(tau - R + 1, m)
+                    if done > 0:
+                        tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
+                        tl.atomic_xchg(flag_out, done, sem="release")
         tl.store(gg_ptr + b * S + k, tl.sum(gsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)
