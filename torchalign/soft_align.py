@@ -177,7 +177,7 @@ def _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoin
     B, N, M = scores.shape
     dtype = torch.float64 if scores.dtype == torch.float64 else torch.float32
     dev = scores.device
-    x = scores.to(dtype)
+    x = scores if scores.dtype == dtype else scores.to(dtype)
     go = _gap("gap_open", gap_open, B, N, M, dtype, dev)
     linear = gap_extend is None
     ge = go if linear else _gap("gap_extend", gap_extend, B, N, M, dtype, dev)

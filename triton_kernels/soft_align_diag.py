@@ -382,10 +382,17 @@ def _warps(block: int) -> int:
     return max(1, min(32, block // 32))
 
 
+def f32(t):
+    """t as contiguous float32, itself where it is (no dispatch: each torch call is host time
+    on a soft sweep's critical path at small sizes, benchmarks/NOTES.md session 35)."""
+    return (t if t.dtype == torch.float32 else t.float()).contiguous()
+
+
 def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand_off=HAND_OFF, shift=None):
-    """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B];
-    ``shift`` c [B]: the scores are read less 2 c (the caller passes gap + c as ``gap``)."""
-    s = scores.float().contiguous()
+    """(value [B], table [B, N + 1, 1, M + 1]) for linear gaps of one value per pair ``gap`` [B]
+    (or [B, 1, 1], read as [B]); ``shift`` c [B]: the scores are read less 2 c (the caller
+    passes gap + c as ``gap``)."""
+    s = f32(scores)
     B, N, M = s.shape
     table = torch.empty((B, N + 1, 1, M + 1), dtype=torch.float32, device=s.device)
     if not B:
@@ -396,9 +403,9 @@ def forward(scores, gap, q_lens, t_lens, mode: int, block=None, warps=None, hand
 def _gap_args(gap, shift, tangent_shift):
     """The kernels' (g_ptr, c_ptr, dc_ptr, shifted) from the per-pair gap and centrings (an
     absent centring passes a tensor the kernel does not read)."""
-    gap = gap.float().contiguous()
-    c = gap if shift is None else shift.float().contiguous()
-    dc = c if tangent_shift is None else tangent_shift.float().contiguous()
+    gap = f32(gap)
+    c = gap if shift is None else f32(shift)
+    dc = c if tangent_shift is None else f32(tangent_shift)
     return gap, c, dc, int(shift is not None)
 
 
@@ -414,7 +421,7 @@ def _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, hand_off, 
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, value = tangent or (s, gap, table, part)
     _launch_fwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
-                table[0].numel(), part, out, sync, B, S, zs, zg, dtab, value, mode,
+                table.stride(0), part, out, sync, B, S, zs, zg, dtab, value, mode,
                 BLOCK=blk, HAND_OFF=hand_off, TANGENT=tangent is not None,
                 num_warps=warps or _warps(blk))
     return out

@@ -24,7 +24,7 @@ from .launch import Launcher
 from .soft_align import (NEG, PREFETCH, _centred3, _eight_registers, _latest_first, _load_still, _lse2,
                          _opaque, _p, _prefetch, _rcp, _store8, _store8_own_row, _store_own)
 from .soft_align_diag import HAND_OFF as FORWARD_HAND_OFF
-from .soft_align_diag import (_finish, _gap_args, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
+from .soft_align_diag import (_finish, _gap_args, f32, _slot, _slot_step, _sweep_forward, _top_slot, _top_step, _wait,
                               _warps, block_for)
 from .spin import GAVE_UP
 
@@ -324,10 +324,11 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
     flows = s.new_empty(B, S, 2 if hvp else 1, M + 1)
     sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
     zs, zg, dtab, dvalue = hvp or (s, gap, table, value)
-    grad = grad.float()  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
+    if grad.dtype != torch.float32:  # (autograd's gradient of a sum is expanded: read with its stride, no copy)
+        grad = grad.float()
     _launch_bwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
-                table[0].numel(), value.float().contiguous(), grad, grad.stride(0), gs,
-                part, dg, flows, flows[0].numel(), sync, B, S, zs, zg, dtab, dvalue, mode,
+                table.stride(0), f32(value), grad, grad.stride(0), gs,
+                part, dg, flows, flows.stride(0), sync, B, S, zs, zg, dtab, dvalue, mode,
                 BLOCK=blk, HAND_OFF=HAND_OFF, HVP=hvp is not None, ALIGNED=M % 4 == 0,
                 num_warps=warps or _warps(blk))
     return gs, dg
@@ -335,7 +336,7 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
 
 def backward(scores, gap, q_lens, t_lens, table, value, grad, mode: int, block=None, warps=None, shift=None):
     """(d scores [B, N, M], d gap [B]) times grad; ``shift`` [B]: forward()'s."""
-    return _sweep_backward(scores.float().contiguous(), gap, q_lens, t_lens, table, value, grad, mode, block, warps,
+    return _sweep_backward(f32(scores), gap, q_lens, t_lens, table, value, grad, mode, block, warps,
                            shift=shift)
 
 
@@ -346,13 +347,13 @@ def hvp(scores, gap, q_lens, t_lens, table, value, grad, z_scores, z_gap, mode: 
     the tangents dV (4 B per cell beside forward()'s table), then the backward sweep with
     the adjoints' derivatives (Mensch & Blondel 2018, Algorithms 2 and 3). With ``shift``,
     ``tangent_shift`` dc [B]: z_scores are read less 2 dc (the caller passes z_gap + dc)."""
-    s = scores.float().contiguous()
+    s = f32(scores)
     B, N, M = s.shape
     if not B:
         return torch.zeros_like(s), s.new_empty(0), s.new_empty(0)
-    zs = z_scores.float().contiguous()
-    zg = z_gap.float().contiguous()
-    value = value.float().contiguous()
+    zs = f32(z_scores)
+    zg = f32(z_gap)
+    value = f32(value)
     dtab = torch.empty_like(table)
     dvalue = _sweep_forward(s, gap, q_lens, t_lens, table, mode, block, warps, FORWARD_HAND_OFF,
                             (zs, zg, dtab, value), shift, tangent_shift)

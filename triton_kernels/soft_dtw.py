@@ -500,7 +500,9 @@ def kept_shape(costs, checkpoint: int, block: int | None = None, stripe: int | N
 
 def centre_of(mu, costs):
     """mu [B] float32 (None: zeros, no centring)."""
-    return costs.new_zeros(costs.shape[0]) if mu is None else mu.to(costs.dtype).contiguous()
+    if mu is None:
+        return costs.new_zeros(costs.shape[0])
+    return (mu if mu.dtype == costs.dtype else mu.to(costs.dtype)).contiguous()
 
 
 def forward(costs, gamma, n, m, band: int, checkpoint: int, block: int | None = None, warps: int | None = None,

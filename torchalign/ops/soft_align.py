@@ -87,7 +87,7 @@ def _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear):
 def forward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
             shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
     if _one_state(scores, gap_open, linear, checkpoint):
-        return kernels("soft_align_diag").forward(scores, gap_open.reshape(-1), q_lens, t_lens, mode, shift=shift)
+        return kernels("soft_align_diag").forward(scores, gap_open, q_lens, t_lens, mode, shift=shift)
     if _kernel_path(scores):
         return kernels("soft_align").forward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens, mode,
                                              linear, checkpoint)
@@ -107,10 +107,24 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpo
 def backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
              shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
              checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
+    return _backward_impl(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, mode, linear,
+                          checkpoint)
+
+
+def _backward_direct(*args):
+    """backward() for eager autograd: None for the one-state kernels' gap_extend gradient (linear
+    gaps: zero), which autograd takes as zero without a fill on the step's host path."""
+    return _backward_impl(*args, zero_extend=False)
+
+
+def _backward_impl(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, value, grad, mode, linear, checkpoint,
+                   zero_extend=True):
     if _kernel_path(scores) and table.shape[2] == 1:
-        gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open.reshape(-1), q_lens, t_lens, table,
-                                                         value, grad, mode, shift=shift)
-        return gs, dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
+        gs, dg = kernels("soft_align_diag_bwd").backward(scores, gap_open, q_lens, t_lens, table, value, grad, mode,
+                                                         shift=shift)
+        dg = dg.view(gap_open.shape)
+        return (gs, dg if dg.dtype == gap_open.dtype else dg.to(gap_open.dtype),
+                torch.zeros_like(gap_extend) if zero_extend else None)
     if _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens,
                                                     table, value, grad, mode, linear, checkpoint)
@@ -227,8 +241,9 @@ def _backward(ctx, grad_value, grad_table, backward_fn=None):
     # value detached: the Hessian-vector product already holds the whole derivative through
     # it (soft_align_hvp returns none for it); an edge back to the forward would only run a
     # second first-order backward on zeros in every double backward
-    gs, go, ge = (backward_fn or torch.ops.torchalign.soft_align_backward)(*saved, value.detach(), grad_value,
-                                                                          *ctx.args)
+    if torch.is_grad_enabled():
+        value = value.detach()
+    gs, go, ge = (backward_fn or torch.ops.torchalign.soft_align_backward)(*saved, value, grad_value, *ctx.args)
     return gs, go, ge, None, None, None, None, None, None
 
 
@@ -266,7 +281,7 @@ class _Eager(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):  # (create_graph: a backward whose own backward is the product)
-        return _backward(ctx, grad, None, _EagerBackward.apply if torch.is_grad_enabled() else backward)
+        return _backward(ctx, grad, None, _EagerBackward.apply if torch.is_grad_enabled() else _backward_direct)
 
 
 class _EagerBackward(torch.autograd.Function):
@@ -295,7 +310,7 @@ def alignment(*args) -> tuple[Tensor, Tensor]:
     """(value [B], P [B, N, M]) of soft_align(*args): one forward and one backward sweep, through
     the ops where P must be differentiable or a compiler or mode must see them."""
     ops = torch.ops.torchalign
-    fwd, bwd = ((forward, backward) if direct(args[:3]) and not needs_grad(args[:3])
+    fwd, bwd = ((forward, _backward_direct) if direct(args[:3]) and not needs_grad(args[:3])
                 else (ops.soft_align, ops.soft_align_backward))
     value, table = fwd(*args)
     return value, bwd(*args[:6], table, value, torch.ones_like(value), *args[6:])[0]

@@ -155,9 +155,14 @@ def _(costs, gamma, n, m, bandwidth):
     return costs.new_empty(costs.shape[0])
 
 
+def _detached(t: Tensor) -> Tensor:
+    """t without its graph, itself where it has none (a detach is host time on a small step)."""
+    return t.detach() if t.requires_grad else t
+
+
 def centre(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int) -> Tensor:
     """centre_impl's mu, through the op where a compiler or a mode must see it."""
-    args = (costs.detach(), gamma.detach(), n, m, bandwidth)
+    args = (_detached(costs), _detached(gamma), n, m, bandwidth)
     return centre_impl(*args) if direct(args[:2]) else torch.ops.torchalign.soft_dtw_centre(*args)
 
 
