@@ -294,6 +294,27 @@ def test_unrolled_gathers_are_inline_ptx(kernel):
     assert len(re.findall(r"\btt\.load\b", ttgir)) < 2 * ROWS, label
 
 
+def test_inline_ptx_operands_suit_older_triton():
+    """No inline PTX takes a pointer (constraint "l") and a float ("f") in one call. Triton 3.6
+    (the GPU machine's) type-checks inline_asm_elementwise's operands against each other and
+    rejects a pointer beside a float ("invalid operands of type pointer<fp32> and float32");
+    the Triton that compiles this tier no longer does, so a kernel that passes here failed on
+    the GPU (session 35: the soft sweeps' stores, which now pass the floats' int32 bits)."""
+    import inspect
+
+    mixed, calls, read = [], 0, 0
+    for module in launches.kernel_modules():
+        src = inspect.getsource(module)
+        calls += len(re.findall(r"inline_asm_elementwise\(", src))
+        for call in re.finditer(r"inline_asm_elementwise\(\s*(?:\"[^\"]*\"\s*)+,\s*\"(=[^\"]*)\"", src):
+            read += 1
+            inputs = [c for c in call.group(1).split(",") if not c.startswith("=")]
+            if "l" in inputs and "f" in inputs:
+                mixed.append(f"{module.__name__}: {call.group(1)}")
+    assert calls and read == calls  # (every call's constraints were read)
+    assert not mixed, mixed
+
+
 @pytest.mark.parametrize("kernel", ["levenshtein.levenshtein_rows_kernel", "traceback.traceback_walk_kernel"])
 def test_ttgir_without_dots_is_the_same_on_every_target(kernel):
     """The premise of the back-end-only compiles: without tensor-core dots, every target's
