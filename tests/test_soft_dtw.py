@@ -780,10 +780,10 @@ def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
         zero = torch.zeros(B)  # (no centring: mu, nu)
         KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, R, v, vg, gamma, zero, zero, n, m, T, T, dot, syncs[0],
                                                        syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
-                                                       HAND_OFF=4, SEG=0)
+                                                       HAND_OFF=8, SEG=0)
         KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, R, v, T, T, T, gamma, zero, zero, vg, n, m, hv, hg, bnd,
                                                     syncs[1], syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
-                                                    HAND_OFF=4, SEG=0)
+                                                    HAND_OFF=8, SEG=0)
         outputs = (dot, hv, hg)
         assert [bool(torch.isfinite(x).all()) for x in outputs] == [finite] * 3 and (syncs[0, 3].item() > 0) != finite
 

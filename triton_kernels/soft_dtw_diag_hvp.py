@@ -24,21 +24,13 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from . import soft_dtw_diag
-from .soft_align import _eight_registers, _latest_first, _latest_last, _store8
+from .soft_align import (PREFETCH, _eight_registers, _latest_first, _latest_last, _load_still, _prefetch, _store8,
+                         _store_own)
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
 from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
                             _release, _segment_start, _shift, _top)
 from .soft_dtw_hvp import _dw
-
-
-@triton.jit
-def _store_state(states, t, x, offs, SEG: tl.constexpr, BLOCK: tl.constexpr):
-    """Keep the lanes' x of step t where it is one of the two steps before a segment of SEG
-    (states: the strip's [n_seg, 2, BLOCK]), as soft_dtw_diag's forward keeps R."""
-    slot = (t + 2) % SEG
-    if (slot < 2) & (t + 2 >= SEG):
-        tl.store(states + ((t + 2) // SEG * 2 + slot) * BLOCK + offs, x)
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
@@ -53,6 +45,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
     2 n_seg, BLOCK]). sync: the ticket counter, then a progress counter (columns of the
     strip's last row in T) per strip; err: waits that gave up. R is centred by mu[b] (the
     forward's), T by nu[b]: T - nu (i + j) is stored (the diagonal's T and each v get -nu)."""
+    tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of T go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = ticket // B
@@ -99,53 +92,62 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
         left_t = tl.zeros((BLOCK,), tl.float32)
         v_n = tl.load(v_ptr + row, mask=lane & first, other=0.0)
         h0, h1, h2, h3, h4, h5, h6, h7 = _eight_registers(BLOCK)  # T of the last eight steps, the latest last (SEG = 0)
+        wide = tl.where(band >= 0, band, N + M)  # (no band: one wider than any pair)
         t = 0
         T = R + m - 1
-        while t < T:
-            c = t - offs
-            live = lane & (c >= 0) & (c < m)
-            if SEG > 0:
-                cost = c_n
-                c_n = _costs_ahead(cost_ptr + row, c, lane, m)
-                rtop_n = _top(r_top, t + 2, m, scale, k)
-                rc, dgc = _centred_cell(up, dg, lf, cost, mu, scale)
-                rc = _banded(rc, i, c, live, band)
-                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
-            else:
+        while t < T:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
+            if k > 0:  # the columns of the row above that the round's steps read
+                target = tl.minimum(t + HAND_OFF + 2, m)
+                if target > seen:
+                    seen = _wait(flag_in, target, err_ptr)
+            for u in tl.static_range(HAND_OFF):  # (steps past T: no live lane; t % 8 == u % 8)
+                c = t - offs
+                live = lane & (c >= 0) & (c < m)
                 cn = c + 1
                 nxt = (cn >= 0) & (cn < m)
-                rc_n = tl.load(r_ptr + row + cn, mask=lane & nxt, other=float("inf"))
-                up_n = tl.load(r_ptr + above + cn, mask=has_above & nxt, other=float("inf"))
-                ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu, lf, live, scale)
-            vx = v_n
-            v_n = _costs_ahead(v_ptr + row, c, lane, m)  # (the direction's, as the costs are read)
-            if k > 0:
-                if t + 3 > seen:
-                    if t + 2 < m:
-                        seen = _wait(flag_in, t + 3, err_ptr)
-            top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
-            x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
-            x = tl.where(ok, x, 0.0)
-            if SEG > 0:
-                if publish:
-                    tl.store(t_out + c, x, mask=live & bottom)
-                _store_state(states, t, x, offs, SEG, BLOCK)
-                dg, lf, up = _shift(rc, up, rtop, first, idx_up)
-                rtop = rtop_n
-            else:
-                h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, x)  # (column c)
-                if (t % 8 == 7) | (t == T - 1):
-                    _store8(t_ptr + row, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane, 7 - t % 8, 7, m)
-                lf = rc
-                dg = up
-                rc = rc_n
-                up = up_n
-            tl.store(dot_ptr + b + offs * 0, x + nu * (n + m), mask=live & (i == n) & (c == m - 1))
-            dg_t, left_t, up_t = _shift(x, up_t, top, first, idx_up)
-            top = top_n
-            if publish:
-                _release(flag_in + 1, t - R + 2, m, HAND_OFF)  # (columns of the last row in T)
-            t += 1
+                cp = c + PREFETCH
+                ahead_ok = lane & (cp >= 0) & (cp < m)
+                if SEG > 0:
+                    cost = c_n
+                    c_n = _load_still(cost_ptr + row + cn, lane & nxt, 0.0)
+                    _prefetch(cost_ptr + row + cp, ahead_ok)
+                    rtop_n = _load_still(r_top + t + 2, (k > 0) & (t + 2 < m), float("inf")) * scale  # (_top)
+                    rc, dgc = _centred_cell(up, dg, lf, cost, mu, scale)
+                    rc = tl.where(live & (tl.abs(i - 1 - c) <= wide), rc, float("inf"))  # (_banded, no branch)
+                    ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
+                else:
+                    rc_n = _load_still(r_ptr + row + cn, lane & nxt, float("inf"))
+                    up_n = _load_still(r_ptr + above + cn, has_above & nxt, float("inf"))
+                    ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu, lf, live, scale)
+                vx = v_n
+                v_n = _load_still(v_ptr + row + cn, lane & nxt, 0.0)  # (the direction's, as the costs are read)
+                _prefetch(v_ptr + row + cp, ahead_ok)
+                top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
+                x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl,
+                                                                                             l2)
+                x = tl.where(ok, x, 0.0)
+                if SEG > 0:
+                    _store_own(t_out + c, x, live & bottom & (offs * 0 + r0 + R < n))  # (publish, as a tensor)
+                    ahead = offs * 0 + t + 2  # (the states: the two steps before each segment)
+                    slot = ahead % SEG
+                    _store_own(states + (ahead // SEG * 2 + slot) * BLOCK + offs, x,
+                               (slot < 2) & (ahead >= SEG) & (ahead < T + 2))  # (not past the strip's steps)
+                    dg, lf, up = _shift(rc, up, rtop, first, idx_up)
+                    rtop = rtop_n
+                else:
+                    h0, h1, h2, h3, h4, h5, h6, h7 = _latest_last(h1, h2, h3, h4, h5, h6, h7, x)  # (column c)
+                    if u % 8 == 7:  # (steps past T store nothing: their columns are m or more)
+                        _store8(t_ptr + row, c - 7, h0, h1, h2, h3, h4, h5, h6, h7, lane, 0, 7, m)
+                    lf, dg, rc, up = rc, up, rc_n, up_n
+                _store_own(dot_ptr + b + offs * 0, x + nu * (n + m), live & (i == n) & (c == m - 1))
+                dg_t, left_t, up_t = _shift(x, up_t, top, first, idx_up)
+                top = top_n
+                t += 1
+            if publish:  # columns 0 .. done - 1 of the strip's last row of T are written (SEG = 0: by _store8,
+                done = tl.minimum(t - R + 1, m)  # whose last store of the round was its last step's)
+                if done > 0:
+                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
+                    tl.atomic_xchg(flag_in + 1, done, sem="release")
         if r0 + R == n:
             if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong number
                 tl.store(dot_ptr + b, float("nan"))
@@ -207,6 +209,35 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
     tl.debug_barrier()  # (the sweep reads scr across lanes)
 
 
+@triton.jit
+def _second(rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag, c, inside,
+            bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down):
+    """One step of the second sweep: the lanes' (E, dE) at (i, c) from R and T there and at the
+    predecessors (dg uncentred by mu_r, T's diagonal by nu here), the lane below's hand-overs
+    (bottom lane: nb_e, nb_d, the strip below's) and the lane's own left pushes; then (dE, the
+    hand-overs for the lane above, the diagonal and left pushes for the next step, and the
+    step's share of H v over gamma, dE h + E dh)."""
+    e = tl.where(bottom, nb_e, tl.gather(hand_e, idx_down, 0)) + ew_left
+    de = tl.where(bottom, nb_d, tl.gather(hand_d, idx_down, 0)) + dw_left
+    e = tl.where((i == n) & (c == m - 1), 1.0, e)
+    e = tl.where(inside, e, 0.0)
+    de = tl.where(inside, de, 0.0)
+    ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, unit)
+    dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
+    # d(E h) = dE h + E dh, dh = sum_k dw_k log w_k, log w_k = ln 2 (z_k - log2 Z)
+    dh = tl.where(wu > 0, dwu * (zu - l2), 0.0) + tl.where(wd > 0, dwd * (zd - l2), 0.0) \
+        + tl.where(wl > 0, dwl * (zl - l2), 0.0)
+    return (de, e * wu + ew_diag, de * wu + e * dwu + dw_diag, e * wd, de * wd + e * dwd, e * wl, de * wl + e * dwl,
+            de * _neg_entropy(wu, wd, wl, zu, zd, zl, l2) + e * dh * 0.6931471805599453)
+
+
+@triton.jit
+def _hand_over(mine, plane, c, hand_e, hand_d, mask):
+    """The top lane's two hand-overs (E, dE) at column c, for the strip above."""
+    _store_own(mine + c, hand_e, mask)
+    _store_own(mine + plane + c, hand_d, mask)
+
+
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
 def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
                                       mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr,
@@ -219,6 +250,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
     (r_ptr: rows K, 2K, ...; r_states) and the tangent sweep (t_ptr: each strip's last row;
     t_states) kept, each strip's R and T recomputed a segment at a time into its scratch
     ([B S, 2, SEG + 2, BLOCK]) from the costs and the direction v."""
+    tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of dE go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
@@ -286,12 +318,13 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
         hand_d = tl.zeros((BLOCK,), tl.float32)
         hsum = tl.zeros((BLOCK,), tl.float32)
         g0, g1, g2, g3, g4, g5, g6, g7 = _eight_registers(BLOCK)  # d E of the last eight steps, the latest first
+        unit = 1.0 if SEG > 0 else scale  # (R as read: scaled scratch, or as stored)
         tau = 0
-        while tau < T:
-            t = T - 1 - tau
-            c = t - offs
-            inside = lane & (c >= 0) & (c < m)
-            if SEG > 0:
+        if SEG > 0:  # a step at a time: a segment's recompute starts at its last step
+            while tau < T:
+                t = T - 1 - tau
+                c = t - offs
+                inside = lane & (c >= 0) & (c < m)
                 if (tau == 0) | ((t + 1) % SEG == 0):  # the segment's last step: recompute the segment
                     t0 = (t // SEG) * SEG
                     _recompute(scr, r_states + (t0 // SEG) * 2 * BLOCK, t_states + (t0 // SEG) * 2 * BLOCK, r_top,
@@ -310,54 +343,58 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                 tlf_n = tl.load(nxt + tplane, mask=more, other=0.0)
                 td_n = tl.where(first, _t_top(t_top, t - 2, m, k),
                                 tl.load(nxt + tplane - BLOCK - 1, mask=more & (offs > 0), other=0.0))
-            else:
-                cn = c - 2  # the next step's left column
-                on = (cn >= 0) & (cn < m)
-                lf_n = tl.load(r_ptr + row + cn, mask=lane & on, other=float("inf"))
-                dg_n = tl.load(r_ptr + above + cn, mask=has_above & on, other=float("inf"))
-                tlf_n = tl.load(t_ptr + row + cn, mask=lane & on, other=0.0)
-                td_n = tl.load(t_ptr + above + cn, mask=has_above & on, other=0.0)
-            if below:
-                if tau + 2 > seen:
-                    if tau + 1 < m:
-                        seen = _wait(flag_in, tau + 2, err_ptr)
-            nb_e_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
-            nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
-            e = tl.where(bottom, nb_e, tl.gather(hand_e, idx_down, 0)) + ew_left
-            de = tl.where(bottom, nb_d, tl.gather(hand_d, idx_down, 0)) + dw_left
-            e = tl.where((i == n) & (c == m - 1), 1.0, e)
-            e = tl.where(inside, e, 0.0)
-            de = tl.where(inside, de, 0.0)
-            ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, 1.0 if SEG > 0 else scale)
-            dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
-            g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
-            if t % 8 == 0:
-                _store8(out_ptr + row, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
-            hand_e = e * wu + ew_diag
-            hand_d = de * wu + e * dwu + dw_diag
-            if k > 0:
-                tl.store(mine + c, hand_e, mask=inside & first)
-                tl.store(mine + plane + c, hand_d, mask=inside & first)
-            ew_diag = e * wd
-            dw_diag = de * wd + e * dwd
-            ew_left = e * wl
-            dw_left = de * wl + e * dwl
-            # d(E h) = dE h + E dh, dh = sum_k dw_k log w_k, log w_k = ln 2 (z_k - log2 Z)
-            dh = tl.where(wu > 0, dwu * (zu - l2), 0.0) + tl.where(wd > 0, dwd * (zd - l2), 0.0) \
-                + tl.where(wl > 0, dwl * (zl - l2), 0.0)
-            hsum += de * _neg_entropy(wu, wd, wl, zu, zd, zl, l2) + e * dh * 0.6931471805599453
-            rc = lf
-            up = dg
-            lf = lf_n
-            dg = dg_n
-            tu = td
-            td = td_n
-            tlf = tlf_n
-            nb_e = nb_e_n
-            nb_d = nb_d_n
-            if k > 0:
-                _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
-            tau += 1
+                if below:
+                    if tau + 2 > seen:
+                        if tau + 1 < m:
+                            seen = _wait(flag_in, tau + 2, err_ptr)
+                nb_e_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+                nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+                de, hand_e, hand_d, ew_diag, dw_diag, ew_left, dw_left, dh = _second(
+                    rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag, c,
+                    inside, bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down)
+                hsum += dh
+                g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
+                if t % 8 == 0:
+                    _store8(out_ptr + row, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, tl.minimum(7, tau), m)
+                _hand_over(mine, plane, c, hand_e, hand_d, inside & first & (offs * 0 + k > 0))
+                rc, up, lf, dg, tu, td, tlf, nb_e, nb_d = lf, dg, lf_n, dg_n, td, td_n, tlf_n, nb_e_n, nb_d_n
+                if k > 0:
+                    _release(flag_out, tau - R + 2, m, HAND_OFF)  # (columns of the top row done, from the right)
+                tau += 1
+        else:  # rounds of HAND_OFF steps: one wait and one release, no branch in the steps
+            while tau < T:
+                if below:  # the columns of the strip below's hand-over that the round's steps read
+                    target = tl.minimum(tau + HAND_OFF + 1, m)
+                    if target > seen:
+                        seen = _wait(flag_in, target, err_ptr)
+                for u in tl.static_range(HAND_OFF):  # (steps past T: no lane inside; tau % 8 == u % 8)
+                    t = T - 1 - tau
+                    c = t - offs
+                    inside = lane & (c >= 0) & (c < m)
+                    cn = c - 2  # the next step's left column
+                    on = (cn >= 0) & (cn < m)
+                    lf_n = _load_still(r_ptr + row + cn, lane & on, float("inf"))
+                    dg_n = _load_still(r_ptr + above + cn, has_above & on, float("inf"))
+                    tlf_n = _load_still(t_ptr + row + cn, lane & on, 0.0)
+                    td_n = _load_still(t_ptr + above + cn, has_above & on, 0.0)
+                    nb_e_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
+                    nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0,
+                                     volatile=True)
+                    de, hand_e, hand_d, ew_diag, dw_diag, ew_left, dw_left, dh = _second(
+                        rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag,
+                        c, inside, bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down)
+                    hsum += dh
+                    g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
+                    if u % 8 == 7:  # (the eight steps' columns c .. c + 7; steps past T: columns below 0)
+                        _store8(out_ptr + row, c, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
+                    _hand_over(mine, plane, c, hand_e, hand_d, inside & first & (offs * 0 + k > 0))
+                    rc, up, lf, dg, tu, td, tlf, nb_e, nb_d = lf, dg, lf_n, dg_n, td, td_n, tlf_n, nb_e_n, nb_d_n
+                    tau += 1
+                if k > 0:  # columns m - done .. m - 1 of the strip's top row are handed over
+                    done = tl.minimum(tau - R + 1, m)
+                    if done > 0:
+                        tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
+                        tl.atomic_xchg(flag_out, done, sem="release")
         tl.store(hg_ptr + b * S + k, tl.sum(hsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
