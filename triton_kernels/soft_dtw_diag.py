@@ -158,6 +158,25 @@ def _release(flag, done, m, HAND_OFF: tl.constexpr):
         tl.atomic_xchg(flag, done, sem="release")
 
 
+@triton.jit
+def _round_wait(flag, target, m, seen, err):
+    """Before a round of steps: wait once for ``target`` (at most m) columns of the hand-over row
+    at ``flag`` where fewer were seen; what was seen after."""
+    target = tl.minimum(target, m)
+    if target > seen:
+        seen = _wait(flag, target, err)
+    return seen
+
+
+@triton.jit
+def _round_release(flag, done, m):
+    """After a round of steps: ``done`` (at most m) columns of the hand-over row are written."""
+    done = tl.minimum(done, m)
+    if done > 0:
+        tl.debug_barrier()  # (the hand-over row's lane may be another thread's: its stores first)
+        tl.atomic_xchg(flag, done, sem="release")
+
+
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "n_saved", "band", "K", "W", "S_kept", "H", "n_seg"])
 def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, saved_ptr, kept_ptr, bnd_ptr, sync_ptr,
                          err_ptr, N, M, B, S, n_saved, band, K, W, S_kept, H, n_seg, BLOCK: tl.constexpr,
@@ -215,9 +234,7 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
         T = R + m - 1
         while t < T:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
             if k > 0:  # the columns of the row above that the round's steps read
-                target = tl.minimum(t + HAND_OFF + 2, m)
-                if target > seen:
-                    seen = _wait(flag_in, target, err_ptr)
+                seen = _round_wait(flag_in, t + HAND_OFF + 2, m, seen, err_ptr)
             for u in tl.static_range(HAND_OFF):  # (steps past T: no live lane; t % 8 == u % 8)
                 c = t - offs
                 live = lane & (c >= 0) & (c < m)
@@ -243,11 +260,8 @@ def soft_dtw_diag_kernel(cost_ptr, gamma_ptr, mu_ptr, n_ptr, m_ptr, value_ptr, s
                 diag, left, up = _shift(v, up, top, first, idx_up)
                 top = top_n
                 t += 1
-            if publish:  # columns 0 .. done - 1 of the strip's last row are written
-                done = tl.minimum(t - R + 1, m)
-                if done > 0:
-                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+            if publish:  # (the strip's last row: columns 0 .. t - R written)
+                _round_release(flag_in + 1, t - R + 1, m)
         if r0 + R == n:
             v = tl.sum(tl.where(i == n, fin, 0.0), 0)
             bad = tl.load(err_ptr, volatile=True) != 0

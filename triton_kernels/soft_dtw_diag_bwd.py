@@ -39,7 +39,7 @@ from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
 from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
-                            _release, _segment_start, _shift, _top)
+                            _release, _round_release, _round_wait, _segment_start, _shift, _top)
 
 
 @triton.jit
@@ -189,9 +189,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
         else:  # rounds of HAND_OFF steps: one wait and one release, no branch in the steps
             while tau < T:
                 if below:  # the columns of the strip below's hand-over that the round's steps read
-                    target = tl.minimum(tau + HAND_OFF + 1, m)
-                    if target > seen:
-                        seen = _wait(flag_in, target, err_ptr)
+                    seen = _round_wait(flag_in, tau + HAND_OFF + 1, m, seen, err_ptr)
                 for u in tl.static_range(HAND_OFF):  # (steps past T: no lane inside; tau % 8 == u % 8)
                     t = T - 1 - tau
                     c = t - offs
@@ -212,10 +210,7 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
                     rc, up, lf, dg, nb = lf, dg, lf_n, dg_n, nb_n
                     tau += 1
                 if k > 0:  # columns m - done .. m - 1 of the strip's top row are handed over
-                    done = tl.minimum(tau - R + 1, m)
-                    if done > 0:
-                        tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
-                        tl.atomic_xchg(flag_out, done, sem="release")
+                    _round_release(flag_out, tau - R + 1, m)
         tl.store(gg_ptr + b * S + k, tl.sum(gsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, gg_ptr + b * S)

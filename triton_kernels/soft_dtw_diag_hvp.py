@@ -29,7 +29,7 @@ from .soft_align import (PREFETCH, _eight_registers, _latest_first, _latest_last
 from .soft_align_diag import block_for
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
 from .soft_dtw_diag import (HAND_OFF, _ahead_in_segment, _banded, _centred_cell, _costs_ahead, _from_segment, _lanes,
-                            _release, _segment_start, _shift, _top)
+                            _release, _round_release, _round_wait, _segment_start, _shift, _top)
 from .soft_dtw_hvp import _dw
 
 
@@ -97,9 +97,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
         T = R + m - 1
         while t < T:  # HAND_OFF steps a round: one wait and one release, no branch in the steps
             if k > 0:  # the columns of the row above that the round's steps read
-                target = tl.minimum(t + HAND_OFF + 2, m)
-                if target > seen:
-                    seen = _wait(flag_in, target, err_ptr)
+                seen = _round_wait(flag_in, t + HAND_OFF + 2, m, seen, err_ptr)
             for u in tl.static_range(HAND_OFF):  # (steps past T: no live lane; t % 8 == u % 8)
                 c = t - offs
                 live = lane & (c >= 0) & (c < m)
@@ -143,11 +141,8 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 dg_t, left_t, up_t = _shift(x, up_t, top, first, idx_up)
                 top = top_n
                 t += 1
-            if publish:  # columns 0 .. done - 1 of the strip's last row of T are written (SEG = 0: by _store8,
-                done = tl.minimum(t - R + 1, m)  # whose last store of the round was its last step's)
-                if done > 0:
-                    tl.debug_barrier()  # (the last row's lane may be another thread's: its stores first)
-                    tl.atomic_xchg(flag_in + 1, done, sem="release")
+            if publish:  # (SEG = 0: the row's last store, _store8's, was the round's last step's)
+                _round_release(flag_in + 1, t - R + 1, m)
         if r0 + R == n:
             if tl.load(err_ptr, volatile=True) != 0:  # a wait gave up: poison, never a wrong number
                 tl.store(dot_ptr + b, float("nan"))
@@ -364,9 +359,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
         else:  # rounds of HAND_OFF steps: one wait and one release, no branch in the steps
             while tau < T:
                 if below:  # the columns of the strip below's hand-over that the round's steps read
-                    target = tl.minimum(tau + HAND_OFF + 1, m)
-                    if target > seen:
-                        seen = _wait(flag_in, target, err_ptr)
+                    seen = _round_wait(flag_in, tau + HAND_OFF + 1, m, seen, err_ptr)
                 for u in tl.static_range(HAND_OFF):  # (steps past T: no lane inside; tau % 8 == u % 8)
                     t = T - 1 - tau
                     c = t - offs
@@ -391,10 +384,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                     rc, up, lf, dg, tu, td, tlf, nb_e, nb_d = lf, dg, lf_n, dg_n, td, td_n, tlf_n, nb_e_n, nb_d_n
                     tau += 1
                 if k > 0:  # columns m - done .. m - 1 of the strip's top row are handed over
-                    done = tl.minimum(tau - R + 1, m)
-                    if done > 0:
-                        tl.debug_barrier()  # (the top row's lane may be another thread's: its stores first)
-                        tl.atomic_xchg(flag_out, done, sem="release")
+                    _round_release(flag_out, tau - R + 1, m)
         tl.store(hg_ptr + b * S + k, tl.sum(hsum, 0))
         if k == 0:  # the pair's last strip to finish: every wait of the pair is behind it
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
