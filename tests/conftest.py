@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 
 REPO = Path(__file__).resolve().parents[1]
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+if INTERPRET:
+    from .interpreter_speed import install
+
+    install()
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # pytest-xdist: share the cores (OpenMP's spinning threads
     # oversubscribed 4 workers x 16 threads so far that one float64 CPU reference ran for minutes)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))

@@ -223,6 +223,8 @@ def align_kernel(
 
 LONG_TARGET = 1024  # targets this long go to align_wave (one pair per program)
 ROWS = 48  # query rows per tile (registers: about 4 x ROWS per lane); 16..48 measured in NOTES.md
+if os.environ.get("TRITON_INTERPRET") == "1":  # the interpreter's time goes by rows run, live or not
+    ROWS = 16
 BLOCK = 32  # pairs per program
 # Scratch of one launch of each kernel (8 B per target column of each pair, and 16 W B per
 # pair in align_wave): the pairs run in as many launches as it takes (a program needing

@@ -69,6 +69,8 @@ HALF_EXACT = 2048  # float16 holds every integer up to 2^11: the half2 path's sc
 LANES = 32  # lanes per program (2 x LANES sequences per chunk)
 ROWS = 40  # query rows per tile, held in registers (int16 pairs; benchmarks/NOTES.md: 40 beat 32, 48, 56)
 ROWS_HALF = 32  # the same for the float16 pairs (32 beat 40 and 48)
+if os.environ.get("TRITON_INTERPRET") == "1":  # the interpreter's time goes by rows run, live or not: two
+    ROWS = ROWS_HALF = 16                       # groups of 8 (the profile's layout) in a tile suffice there
 
 
 HIGH = tl.constexpr(-(1 << 16))  # 0xFFFF0000: the high halfword
