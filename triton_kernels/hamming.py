@@ -221,17 +221,13 @@ def _pattern_tile(
             dist = plen[None, :] - acc
             fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
             hit = fits & (dist <= k)
-            flat = tl.reshape(hit.to(tl.int32), (BM * BN,))
-            n_hit = tl.sum(flat, 0)
-            if n_hit > 0:
-                base = tl.atomic_add(counter_ptr, n_hit.to(tl.int64))
-                slot = base + tl.cumsum(flat, 0).to(tl.int64) - 1
-                keep = (flat > 0) & (slot < capacity)
-                pos2 = tl.reshape(pos[:, None] + tl.zeros((BM, BN), tl.int64), (BM * BN,))
-                col2 = tl.reshape(cols[None, :] + tl.zeros((BM, BN), tl.int32), (BM * BN,))
-                tl.store(hit_pos_ptr + slot, pos2, mask=keep)
-                tl.store(hit_pat_ptr + slot, col2, mask=keep)
-                tl.store(hit_dist_ptr + slot, tl.reshape(dist, (BM * BN,)), mask=keep)
+            # one slot per hit from the counter (the caller sorts the hits); a cumsum over the
+            # tile to number them tripled the kernel's compile time
+            slot = tl.atomic_add(counter_ptr + tl.zeros((BM, BN), tl.int32), tl.full((BM, BN), 1, tl.int64), mask=hit)
+            keep = hit & (slot < capacity)
+            tl.store(hit_pos_ptr + slot, pos[:, None] + tl.zeros((BM, BN), tl.int64), mask=keep)
+            tl.store(hit_pat_ptr + slot, cols[None, :] + tl.zeros((BM, BN), tl.int32), mask=keep)
+            tl.store(hit_dist_ptr + slot, dist, mask=keep)
     else:
         dist = plen[None, :] - acc
         fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
