@@ -221,9 +221,10 @@ def _pattern_tile(
             dist = plen[None, :] - acc
             fits = (pos[:, None] + plen[None, :] <= end) & c_ok[None, :]
             hit = fits & (dist <= k)
-            # one slot per hit from the counter (the caller sorts the hits); a cumsum over the
-            # tile to number them tripled the kernel's compile time
-            slot = tl.atomic_add(counter_ptr + tl.zeros((BM, BN), tl.int32), tl.full((BM, BN), 1, tl.int64), mask=hit)
+            # one slot per hit from the counter (the caller sorts the hits): numbering them by a
+            # cumsum over the flattened tile doubled the variant's compile time (NOTES.md, session 36)
+            one = tl.full((BM, BN), 1, tl.int64)
+            slot = tl.atomic_add(counter_ptr + tl.zeros((BM, BN), tl.int32), one, mask=hit)
             keep = hit & (slot < capacity)
             tl.store(hit_pos_ptr + slot, pos[:, None] + tl.zeros((BM, BN), tl.int64), mask=keep)
             tl.store(hit_pat_ptr + slot, cols[None, :] + tl.zeros((BM, BN), tl.int32), mask=keep)
