@@ -46,7 +46,8 @@ def main():
     for size in args.sizes.split(","):
         B, N = (int(v) for v in size.split("x"))
         s = torch.randn(B, N, N, generator=g).cuda()
-        u = torch.randn(B, N, N, generator=g).cuda() if args.double else None  # (only then: other runs draw the scores they always did)
+        # (only for --double: the other runs draw the scores they always did)
+        u = torch.randn(B, N, N, generator=g).cuda() if args.double else None
         for name, f in STEPS.items():
             if args.only not in (None, name):
                 continue
