@@ -34,7 +34,7 @@ import triton.language as tl
 
 from .cache_keys import settle_module
 from .launch import Launcher
-from .soft_align import _eight_registers, _latest_first, _load_still, _store8, _store_own
+from .soft_align import PREFETCH, _eight_registers, _latest_first, _load_still, _prefetch, _store8, _store_own
 from .soft_align_diag import block_for
 from . import soft_dtw_diag
 from .soft_dtw import _neg_entropy, _poison_if_gave_up, _softmax3, _wait
@@ -197,6 +197,8 @@ def soft_dtw_diag_backward_kernel(grad_ptr, cost_ptr, gamma_ptr, mu_ptr, n_ptr, 
                     cn = c - 2  # the next step's left column
                     lf_n = _load_still(row + cn, lane & (cn >= 0) & (cn < m), float("inf"))
                     dg_n = _load_still(above + cn, has_above & (cn >= 0) & (cn < m), float("inf"))
+                    cp = c - PREFETCH  # (the row above: the lane above's own row, prefetched there)
+                    _prefetch(row + cp, lane & (cp >= 0) & (cp < m))
                     nb_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
                     e, hand, ew_diag, ew_left, dgam = _adjoint(rc, up, dg, lf, nb, hand, ew_left, ew_diag, seed, c,
                                                                inside, bottom, i, n, m, mu_r, unit, idx_down,

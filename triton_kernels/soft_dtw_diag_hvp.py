@@ -116,6 +116,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 else:
                     rc_n = _load_still(r_ptr + row + cn, lane & nxt, float("inf"))
                     up_n = _load_still(r_ptr + above + cn, has_above & nxt, float("inf"))
+                    _prefetch(r_ptr + row + cp, ahead_ok)  # (the row above: the lane above's, prefetched there)
                     ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu, lf, live, scale)
                 vx = v_n
                 v_n = _load_still(v_ptr + row + cn, lane & nxt, 0.0)  # (the direction's, as the costs are read)
@@ -370,6 +371,10 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                     dg_n = _load_still(r_ptr + above + cn, has_above & on, float("inf"))
                     tlf_n = _load_still(t_ptr + row + cn, lane & on, 0.0)
                     td_n = _load_still(t_ptr + above + cn, has_above & on, 0.0)
+                    cp = c - PREFETCH  # (the rows above: the lane above's own, prefetched there)
+                    ahead_ok = lane & (cp >= 0) & (cp < m)
+                    _prefetch(r_ptr + row + cp, ahead_ok)
+                    _prefetch(t_ptr + row + cp, ahead_ok)
                     nb_e_n = tl.load(lower + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
                     nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0,
                                      volatile=True)
