@@ -62,11 +62,11 @@ def _zero_padding(gp, s_b, s_i, r0, n, m, BLOCK: tl.constexpr):
         c0 += ZB
 
 
-@triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'f_b', 'B', 'S'])
+@triton.jit(do_not_specialize=['s_b', 's_i', 'shifted', 'tab_b', 'f_b', 'B', 'S', 'aligned'])
 def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q_ptr, t_ptr, tab_ptr, tab_b,
                                value_ptr, grad_ptr, grad_s, gs_ptr, part_ptr, dg_ptr, f_ptr, f_b, sync_ptr, B, S,
-                               zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr, MODE: tl.constexpr, BLOCK: tl.constexpr,
-                               HAND_OFF: tl.constexpr, HVP: tl.constexpr, ALIGNED: tl.constexpr):
+                               aligned, zs_ptr, zg_ptr, dtab_ptr, dvalue_ptr, MODE: tl.constexpr,
+                               BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, HVP: tl.constexpr):
     """Program (k, b) from its ticket (the last strips first): the adjoints Q = d value / d V
     of strip k of pair b from its last anti-diagonal to its first; gs[i - 1, j - 1] = the
     adjoint of the aligned-pair term (the expected alignment times grad), dg[b] = - grad
@@ -80,8 +80,10 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
     along (dQ = sum over out-edges of dQ_to p + Q_to dp, dp = p (d term - dV_to)), and gs,
     dg get the derivatives of the first-order outputs along z; f holds two rows (the
     flows, then their derivatives). shifted: the scores are read less 2 c[b], with HVP zs
-    less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel). ALIGNED: rows of a width
-    % 4 == 0, whose gradient each lane stores into its own row (_store8_own_row)."""
+    less 2 dc[b] (the centrings of soft_align_diag_fwd_kernel). aligned (not 0): rows of a
+    width % 4 == 0, whose gradient each lane stores into its own row (_store8_own_row); else
+    a round's gradients go as one tile (_store8). A run-time flag, not a constexpr: one
+    compiled kernel holds both stores (half the variants to compile)."""
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
     k = S - 1 - ticket // B
@@ -126,8 +128,9 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
         f_out = f_ptr + b * f_b + k.to(tl.int64) * NF * (m + 1)
         f_in = f_out + NF * (m + 1)
         srow = sp + (r0 + offs).to(tl.int64) * s_i
-        grow_off = b * s_b + (r0 + offs).to(tl.int64) * s_i  # (from gs_ptr: 16-byte aligned rows where ALIGNED)
+        grow_off = b * s_b + (r0 + offs).to(tl.int64) * s_i  # (from gs_ptr: 16-byte aligned rows where aligned)
         grow = gs_ptr + grow_off
+        own_row = lane & (offs * 0 + aligned != 0)  # (lanes that store their own rows; a tensor: interpreter masks)
         f_left = tl.zeros((BLOCK,), tl.float32)  # from (i, j + 1), this lane's last step
         # from (i + 1, j) and (i + 1, j + 1): the lane below's up flow of its last step and its
         # diagonal flow of the step before, summed there and shifted up by one gather a step
@@ -265,8 +268,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                     cd = fd
                     gaps += qu + ql
                 g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(gval, g0, g1, g2, g3, g4, g5, g6)  # (column j - 1)
-                if ALIGNED:
-                    _store8_own_row(gs_ptr, grow_off, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, lane, s_i)
+                _store8_own_row(gs_ptr, grow_off, t - offs - 1, g0, g1, g2, g3, g4, g5, g6, g7, own_row, s_i)
                 if MODE == 0:  # flows into row 0 travel j gap positions along it
                     gaps += tl.where(top & live & (r0 == 0), j.to(tl.float32) * cu + (j - 1).to(tl.float32) * cd, 0.0)
                 up = qu + fd_last  # what this lane hands up: the lane (or strip) above reads it next step
@@ -285,7 +287,7 @@ def soft_align_diag_bwd_kernel(s_ptr, s_b, s_i, g_ptr, c_ptr, dc_ptr, shifted, q
                 V, Vu, Vl, Vd, s, below = Vl, Vd, Vl_n, Vd_n, s_n, below_n  # (the loads' pipeline: two steps)
                 Vl_n, Vd_n, s_n, below_n = Vl_nn, Vd_nn, s_nn, below_nn
                 t -= 1
-            if not ALIGNED:  # the round's eight gradients, one tile
+            if aligned == 0:  # the round's eight gradients, one tile (a uniform branch)
                 _store8(grow, t - offs, g0, g1, g2, g3, g4, g5, g6, g7, lane, 0, 7, m)
             if r0 > 0:  # (after the gathers' barrier) columns t + 1 .. m of f_out are complete
                 tl.atomic_xchg(flag_out, tl.minimum(m - t, m + 1), sem="release")
@@ -328,8 +330,8 @@ def _sweep_backward(s, gap, q_lens, t_lens, table, value, grad, mode, block, war
         grad = grad.float()
     _launch_bwd((B * S,), s, N * M, M, *_gap_args(gap, shift, tangent_shift), q_lens, t_lens, table,
                 table.stride(0), f32(value), grad, grad.stride(0), gs,
-                part, dg, flows, flows.stride(0), sync, B, S, zs, zg, dtab, dvalue, mode,
-                BLOCK=blk, HAND_OFF=HAND_OFF, HVP=hvp is not None, ALIGNED=M % 4 == 0,
+                part, dg, flows, flows.stride(0), sync, B, S, int(M % 4 == 0), zs, zg, dtab, dvalue, mode,
+                BLOCK=blk, HAND_OFF=HAND_OFF, HVP=hvp is not None,
                 num_warps=warps or _warps(blk))
     return gs, dg
 
