@@ -10,7 +10,9 @@ w_k(x) the softmin weights of x's predecessors (soft_dtw._softmax3, from R alone
 are read). The lane below computed Ew_up(i + 1, c) on the last step and Ew_diag(i + 1, c + 1)
 the step before, so it hands their sum over in one ``tl.gather``; Ew_left comes from the
 lane's own last step. R of the cell and of its predecessors is loaded one step ahead (off
-the chain); a step stores E (times the incoming gradient: it seeds E[n, m]) and no scratch.
+the chain), each lane's row prefetched into L2 PREFETCH columns ahead (the table is past L2
+on long pairs: a load a step ahead waited on DRAM, benchmarks/NOTES.md session 38); a step
+stores E (times the incoming gradient: it seeds E[n, m]) and no scratch.
 
 With checkpoints (where soft_dtw._segments takes them) the strips are the forward's, K rows
 (soft_dtw_diag, SEG > 0). What a strip needs of R is recomputed a segment of SEG

@@ -12,7 +12,8 @@ wavefront, as soft_dtw_diag (forward) and soft_dtw_diag_bwd (backward) do.
   lane's own last step the left push; H v over the costs is dE, over gamma sum dE h + E dh.
 
 R and T of a cell's predecessors are loaded a step ahead (off the chain), each of R's and
-T's rows once a lane. Waits that give up poison the results with NaN.
+T's rows once a lane, and each lane's rows of the tables prefetched into L2 PREFETCH columns
+ahead (soft_dtw_diag_bwd's reason). Waits that give up poison the results with NaN.
 
 Pure: imports only torch and triton.
 """
