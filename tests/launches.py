@@ -237,17 +237,18 @@ def drive_soft_dtw():
     # by anti-diagonals: strips of 32 rows, 128, and 256 where a batch fills the SMs, from a
     # full table (dV/dgamma off, on); with checkpoints the GPU tests' K: 2 and 8 the row
     # backward, 16 and 100 strips of K rows recomputed in segments
+    # (the product's sweeps with gamma's terms, where gamma takes part, and without)
     for costs, ks in ((torch.randn(2, 5, 6), (2,)), (torch.randn(2, 40, 30), (8, 16)),
                       (torch.randn(100, 129, 2), (100,))):
         costs.requires_grad_(True)
-        for k in ks:
-            ta.soft_dtw(costs, 0.5, checkpoint=k).sum().backward()
-            (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5, checkpoint=k).sum(), costs, create_graph=True)
-            grad.sum().backward()  # (K >= 16: the product's sweeps by segments too)
-        for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):
+        for gamma in (0.5, torch.tensor(0.5, requires_grad=True)):  # dV/dgamma off, on
+            for k in ks:
+                ta.soft_dtw(costs, gamma, checkpoint=k).sum().backward()
+                (grad,) = torch.autograd.grad(ta.soft_dtw(costs, gamma, checkpoint=k).sum(), costs, create_graph=True)
+                grad.sum().backward()  # (K >= 16: the product's sweeps by segments too)
             ta.soft_dtw(costs, gamma).sum().backward()
-        (grad,) = torch.autograd.grad(ta.soft_dtw(costs, 0.5).sum(), costs, create_graph=True)
-        grad.sum().backward()  # the Hessian-vector product's two sweeps
+            (grad,) = torch.autograd.grad(ta.soft_dtw(costs, gamma).sum(), costs, create_graph=True)
+            grad.sum().backward()  # the Hessian-vector product's two sweeps
 
 
 DRIVERS = [drive_alignment, drive_traceback, drive_hamming, drive_distances, drive_asm, drive_primers,

@@ -127,7 +127,8 @@ def test_centring_is_exact(checkpoint, direction):
         value, saved, kept = torch.ops.torchalign.soft_dtw(costs, gamma, n, m, mu, 4, checkpoint, True)
         grads = torch.ops.torchalign.soft_dtw_backward(torch.ones(3, dtype=torch.float64), costs, gamma, saved, kept,
                                                        n, m, mu, 4, checkpoint, True)
-        product = torch.ops.torchalign.soft_dtw_hvp(costs, gamma, saved, kept, n, m, mu, 4, checkpoint, v, vg)
+        product = torch.ops.torchalign.soft_dtw_hvp(torch.tensor([1.0, -0.5, 2.0], dtype=torch.float64), costs, gamma,
+                                                    saved, kept, n, m, mu, 4, checkpoint, v, vg, True)
         got.append((value, *grads, *product, saved))
     for a, b in zip(got[0][:-1], got[1][:-1]):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
@@ -469,8 +470,9 @@ def test_opcheck():
                               (torch.ones(2, requires_grad=True), costs, gamma, saved, kept, n, m, mu, band, k, True))
     for k, mu in ((0, None), (2, torch.tensor([0.5, -1.0]))):
         _, saved, kept = torch.ops.torchalign.soft_dtw(costs.detach(), gamma.detach(), n, m, mu, -1, k, False)
-        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (costs.detach(), gamma.detach(), saved, kept, n, m, mu,
-                                                                 -1, k, torch.randn(2, 4, 5), torch.randn(2)))
+        torch.library.opcheck(torch.ops.torchalign.soft_dtw_hvp, (torch.tensor([0.5, -2.0]), costs.detach(),
+                                                                 gamma.detach(), saved, kept, n, m, mu, -1, k,
+                                                                 torch.randn(2, 4, 5), torch.randn(2), k == 0))
     for band in (-1, 1):
         torch.library.opcheck(torch.ops.torchalign.soft_dtw_centre, (costs.detach(), gamma.detach(), n, m, band))
 
@@ -592,16 +594,18 @@ def test_kernels_checkpointed_stripes_recompute_the_forwards_floats(band, kernel
 
 
 @pytest.mark.interpret
-@pytest.mark.parametrize("B,N,M,band,block,checkpoint,stripe", [
-    (2, 5, 7, None, 4, None, None), (3, 6, 9, None, 16, 2, None), (2, 7, 7, 2, 4, None, None),
-    (2, 1, 6, None, 4, None, None), (2, 6, 1, None, 4, 4, None),
+@pytest.mark.parametrize("B,N,M,band,block,checkpoint,stripe,gamma_grad", [
+    (2, 5, 7, None, 4, None, None, True), (3, 6, 9, None, 16, 2, None, True), (2, 7, 7, 2, 4, None, None, False),
+    (2, 1, 6, None, 4, None, None, True), (2, 6, 1, None, 4, 4, None, True),
     # stripes of one or two blocks: the tangent sweep's wavefront left to right, the second
     # sweep's right to left; padding, a band, a pair narrower than one stripe, one row
-    (2, 9, 13, None, 4, None, 4), (3, 7, 17, 3, 4, None, 8), (2, 6, 11, None, 4, 2, 4), (2, 1, 9, None, 4, None, 4)])
+    (2, 9, 13, None, 4, None, 4, True), (3, 7, 17, 3, 4, None, 8, True), (2, 6, 11, None, 4, 2, 4, True),
+    (2, 1, 9, None, 4, None, 4, False)])
 @pytest.mark.parametrize("rows", [None, 4])  # the sweeps by rows; by anti-diagonals in strips of 4 rows
-def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe, rows, kernels_on_cpu, centred,
-                                        monkeypatch):
-    """The double backward through the Triton kernels (float32) equals the torch path's (float64)."""
+def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe, gamma_grad, rows, kernels_on_cpu,
+                                        centred, monkeypatch):
+    """The double backward through the Triton kernels (float32) equals the torch path's
+    (float64); ``gamma_grad`` False: gamma a constant, so the kernels leave out its terms."""
     from torchalign_kernels import soft_dtw as K
     from torchalign_kernels import soft_dtw_hvp as KH
 
@@ -613,24 +617,31 @@ def test_kernels_hessian_vector_product(B, N, M, band, block, checkpoint, stripe
     g = torch.Generator().manual_seed(17)
     # a direction that drifts as the costs do (their own, noisy): the tangents get centred too
     v = costs - 1.5 + 0.5 * torch.randn(B, N, M, generator=g, dtype=torch.float64)
-    got = []
-    for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
-        c = costs.to(dtype).requires_grad_(True)
-        gm = gamma.to(dtype).requires_grad_(True)
-        weight = torch.linspace(0.5, 1.5, B, dtype=dtype).requires_grad_(True)  # (its gradient: dV . v)
-        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
-        gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
-        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm, weight)))
+    got = [_double_backward(costs.to(dtype), gamma.to(dtype), gamma_grad, (n, m), band, checkpoint, v.to(dtype))
+           for dtype in (torch.float32, torch.float64)]  # float32 CPU tensors: the kernels
     for ours, want in zip(*got):
         torch.testing.assert_close(ours.double(), want, rtol=1e-4, atol=1e-4)
 
 
+def _double_backward(costs, gamma, gamma_grad: bool, lengths, band, checkpoint, v):
+    """The gradients of <dV/dcosts, v> (+ dV/dgamma / 2 where gamma takes part) of the
+    weighted values: over the costs, gamma (where it takes part) and the weights (dV . v)."""
+    c = costs.requires_grad_(True)
+    gm = gamma.requires_grad_(gamma_grad)
+    weight = torch.linspace(0.5, 1.5, costs.shape[0], dtype=costs.dtype).requires_grad_(True)
+    value = ta.soft_dtw(c, gm, lengths=lengths, bandwidth=band, checkpoint=checkpoint)
+    inputs = (c, gm) if gamma_grad else (c,)
+    gc, *gg = torch.autograd.grad((value * weight).sum(), inputs, create_graph=True)
+    loss = (gc * v).sum() + sum((x * 0.5).sum() for x in gg)
+    return torch.autograd.grad(loss, (*inputs, weight))
+
+
 @pytest.mark.interpret
 @pytest.mark.parametrize("segment", [2, 5])
-@pytest.mark.parametrize("B,N,M,band,checkpoint", [(2, 13, 17, None, 3), (3, 11, 9, 4, 2), (2, 9, 30, None, 4),
-                                                   (2, 7, 3, None, 6)])
-def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, checkpoint, segment, kernels_on_cpu,
-                                                                 centred, monkeypatch):
+@pytest.mark.parametrize("B,N,M,band,checkpoint,gamma_grad", [(2, 13, 17, None, 3, True), (3, 11, 9, 4, 2, False),
+                                                              (2, 9, 30, None, 4, True), (2, 7, 3, None, 6, False)])
+def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, checkpoint, gamma_grad, segment,
+                                                                 kernels_on_cpu, centred, monkeypatch):
     """With checkpoints by anti-diagonals the double backward recomputes R and its tangents T
     a segment at a time too, from what the forward and the tangent sweep kept (segments of 2
     and 5 steps here, strips of K rows): equal to the torch path's (float64)."""
@@ -649,14 +660,8 @@ def test_kernels_checkpointed_hessian_vector_product_in_segments(B, N, M, band, 
     if band is not None:
         n, m = torch.minimum(n, m + band), torch.minimum(m, n + band)
     v = costs - 1.5 + 0.5 * torch.randn(B, N, M, generator=torch.Generator().manual_seed(28), dtype=torch.float64)
-    got = []
-    for dtype in (torch.float32, torch.float64):  # float32 CPU tensors: the kernels
-        c = costs.to(dtype).requires_grad_(True)
-        gm = gamma.to(dtype).requires_grad_(True)
-        weight = torch.linspace(0.5, 1.5, B, dtype=dtype).requires_grad_(True)
-        value = ta.soft_dtw(c, gm, lengths=(n, m), bandwidth=band, checkpoint=checkpoint)
-        gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
-        got.append(torch.autograd.grad((gc * v.to(dtype)).sum() + (gg * 0.5).sum(), (c, gm, weight)))
+    got = [_double_backward(costs.to(dtype), gamma.to(dtype), gamma_grad, (n, m), band, checkpoint, v.to(dtype))
+           for dtype in (torch.float32, torch.float64)]  # float32 CPU tensors: the kernels
     assert ran == [checkpoint], ran  # (the product by segments ran, once: float32)
     for ours, want in zip(*got):
         torch.testing.assert_close(ours.double(), want, rtol=1e-4, atol=1e-4)
@@ -752,7 +757,7 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
         KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, saved, gamma, gamma * 0, n, m, saved, gg, gg, out, gg, bnd,
                                                        sync, sync[3:], N, M, B, 2, rows, N, 0, -1, NEED_GAMMA=True,
-                                                       BLOCK=rows, HAND_OFF=8, SEG=0)
+                                                       BLOCK=rows, HAND_OFF=8, SEG=0, GAMMA=True)
         assert bool(torch.isfinite(out).all()) == finite and bool(torch.isfinite(gg).all()) == finite
         assert (sync[3].item() > 0) != finite
 
@@ -780,10 +785,10 @@ def test_diagonal_hessian_vector_product_wait_gives_up_and_poisons(monkeypatch):
         zero = torch.zeros(B)  # (no centring: mu, nu)
         KDH.soft_dtw_diag_tangent_kernel[(2 - start,)](R, R, v, vg, gamma, zero, zero, n, m, T, T, dot, syncs[0],
                                                        syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
-                                                       HAND_OFF=8, SEG=0)
-        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](R, T, R, v, T, T, T, gamma, zero, zero, vg, n, m, hv, hg, bnd,
-                                                    syncs[1], syncs[0, 3:], N, M, B, 2, rows, N, 0, -1, BLOCK=rows,
-                                                    HAND_OFF=8, SEG=0)
+                                                       HAND_OFF=8, SEG=0, GAMMA=True)
+        KDH.soft_dtw_diag_hvp_backward_kernel[(2,)](gamma, R, T, R, v, T, T, T, gamma, zero, zero, vg, n, m, hv, hg,
+                                                    bnd, syncs[1], syncs[0, 3:], N, M, B, 2, rows, N, 0, -1,
+                                                    BLOCK=rows, HAND_OFF=8, SEG=0, GAMMA=True)
         outputs = (dot, hv, hg)
         assert [bool(torch.isfinite(x).all()) for x in outputs] == [finite] * 3 and (syncs[0, 3].item() > 0) != finite
 

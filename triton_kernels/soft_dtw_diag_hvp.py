@@ -37,7 +37,8 @@ from .soft_dtw_hvp import _dw
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
 def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, nu_ptr, n_ptr, m_ptr, t_ptr,
                                  t_states_ptr, dot_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band,
-                                 BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, SEG: tl.constexpr):
+                                 BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, SEG: tl.constexpr,
+                                 GAMMA: tl.constexpr):
     """Program (k, b) from its ticket, strips from the first: T of pair b's rows kH + 1 ..
     kH + H (H <= BLOCK); dot[b] = T[n, m]. SEG = 0: R's full table at r_ptr, T [B, N, M].
     SEG > 0 (checkpoints, strips of H = K rows): R recomputed by the forward's recurrence from
@@ -123,8 +124,7 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
                 v_n = _load_still(v_ptr + row + cn, lane & nxt, 0.0)  # (the direction's, as the costs are read)
                 _prefetch(v_ptr + row + cp, ahead_ok)
                 top_n = tl.load(t_top + t + 2, mask=(k > 0) & (t + 2 < m), other=0.0, volatile=True)
-                x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * left_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl,
-                                                                                             l2)
+                x = _tangent(vx, nu, wu, wd, wl, up_t, dg_t, left_t, vg, zu, zd, zl, l2, GAMMA)
                 x = tl.where(ok, x, 0.0)
                 if SEG > 0:
                     _store_own(t_out + c, x, live & bottom & (offs * 0 + r0 + R < n))  # (publish, as a tensor)
@@ -151,6 +151,16 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
 
 
 @triton.jit
+def _tangent(vx, nu, wu, wd, wl, up_t, dg_t, left_t, vg, zu, zd, zl, l2, GAMMA: tl.constexpr):
+    """T - nu (i + j) of a cell from its predecessors' (the diagonal's as stored, less nu).
+    GAMMA = False: gamma's direction vg is zero, and its entropy term (a log2 a cell) is left out."""
+    x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * left_t
+    if GAMMA:
+        x += vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+    return x
+
+
+@triton.jit
 def _t_top(t_top, c, m, k):
     """T[r0, c] of the row above strip k (the tangent sweep's kept row); 0 off the pair and at row 0."""
     return tl.load(t_top + c, mask=(k > 0) & (c >= 0) & (c < m), other=0.0)
@@ -158,7 +168,7 @@ def _t_top(t_top, c, m, k):
 
 @triton.jit
 def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, offs, lane, first, i, m, scale, mu, nu,
-               vg, band, SEG: tl.constexpr, BLOCK: tl.constexpr):
+               vg, band, SEG: tl.constexpr, BLOCK: tl.constexpr, GAMMA: tl.constexpr):
     """R (scaled) and T of the strip's steps t0 - 2 .. t1 - 1 into scr ([2, SEG + 2, BLOCK]:
     step t in row t - t0 + 2 of each), as soft_dtw_diag_bwd._recompute does R: the forward's
     and the tangent sweep's steps from the lanes' values at steps t0 - 2 and t0 - 1 (the
@@ -194,7 +204,7 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
         rc, dgc = _centred_cell(up, dg, lf, cost, mu, scale)
         rc = _banded(rc, i, c, live, band)
         ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dgc, lf, live, 1.0)
-        x = vx - nu + wu * up_t + wd * (dg_t - nu) + wl * lf_t + vg * _neg_entropy(wu, wd, wl, zu, zd, zl, l2)
+        x = _tangent(vx, nu, wu, wd, wl, up_t, dg_t, lf_t, vg, zu, zd, zl, l2, GAMMA)
         x = tl.where(ok, x, 0.0)
         tl.store(scr + (t - t0 + 2) * BLOCK + offs, rc)
         tl.store(scr + plane + (t - t0 + 2) * BLOCK + offs, x)
@@ -208,24 +218,28 @@ def _recompute(scr, r_states, t_states, r_top, t_top, crow, vrow, k, t0, t1, off
 
 @triton.jit
 def _second(rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag, c, inside,
-            bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down):
+            bottom, i, n, m, mu_r, nu, unit, vg, inv_g, seed, idx_down, GAMMA: tl.constexpr):
     """One step of the second sweep: the lanes' (E, dE) at (i, c) from R and T there and at the
     predecessors (dg uncentred by mu_r, T's diagonal by nu here), the lane below's hand-overs
     (bottom lane: nb_e, nb_d, the strip below's) and the lane's own left pushes; then (dE, the
     hand-overs for the lane above, the diagonal and left pushes for the next step, and the
-    step's share of H v over gamma, dE h + E dh)."""
+    step's share of H v over gamma, dE h + E dh). ``seed``: E at the last cell, grad[b] (E and
+    dE are linear in it, so the products come out scaled by the value's gradient)."""
     e = tl.where(bottom, nb_e, tl.gather(hand_e, idx_down, 0)) + ew_left
     de = tl.where(bottom, nb_d, tl.gather(hand_d, idx_down, 0)) + dw_left
-    e = tl.where((i == n) & (c == m - 1), 1.0, e)
+    e = tl.where((i == n) & (c == m - 1), seed, e)
     e = tl.where(inside, e, 0.0)
     de = tl.where(inside, de, 0.0)
     ok, zu, zd, zl, l2, wu, wd, wl = _softmax3(rc, up, dg - mu_r, lf, inside, unit)
-    dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
-    # d(E h) = dE h + E dh, dh = sum_k dw_k log w_k, log w_k = ln 2 (z_k - log2 Z)
-    dh = tl.where(wu > 0, dwu * (zu - l2), 0.0) + tl.where(wd > 0, dwd * (zd - l2), 0.0) \
-        + tl.where(wl > 0, dwl * (zl - l2), 0.0)
+    dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, inv_g, GAMMA)
+    share = tl.zeros_like(de)  # (GAMMA = False: H v over gamma is not wanted, nor its log2 a cell)
+    if GAMMA:
+        # d(E h) = dE h + E dh, dh = sum_k dw_k log w_k, log w_k = ln 2 (z_k - log2 Z)
+        dh = tl.where(wu > 0, dwu * (zu - l2), 0.0) + tl.where(wd > 0, dwd * (zd - l2), 0.0) \
+            + tl.where(wl > 0, dwl * (zl - l2), 0.0)
+        share = de * _neg_entropy(wu, wd, wl, zu, zd, zl, l2) + e * dh * 0.6931471805599453
     return (de, e * wu + ew_diag, de * wu + e * dwu + dw_diag, e * wd, de * wd + e * dwd, e * wl, de * wl + e * dwl,
-            de * _neg_entropy(wu, wd, wl, zu, zd, zl, l2) + e * dh * 0.6931471805599453)
+            share)
 
 
 @triton.jit
@@ -236,12 +250,12 @@ def _hand_over(mine, plane, c, hand_e, hand_d, mask):
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
-def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
+def soft_dtw_diag_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
                                       mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr,
                                       N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
-                                      SEG: tl.constexpr):
-    """Program (k, b) from its ticket, strips from the last: out[b] = dE (H v over the costs)
-    of rows kH + 1 .. kH + H, hg[b, k] their part of H v over gamma. bnd [2, B, S, M]: the
+                                      SEG: tl.constexpr, GAMMA: tl.constexpr):
+    """Program (k, b) from its ticket, strips from the last: out[b] = grad[b] dE (grad[b] H v
+    over the costs) of rows kH + 1 .. kH + H, hg[b, k] their part of grad[b] H v over gamma. bnd [2, B, S, M]: the
     top row's pushes up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above. SEG = 0:
     R and T full tables (as stored; T unscaled). SEG > 0: what soft_dtw_diag's forward
     (r_ptr: rows K, 2K, ...; r_states) and the tangent sweep (t_ptr: each strip's last row;
@@ -257,10 +271,12 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
     if r0 < n:
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
+        inv_g = 1.0 / g
         mu = tl.load(mu_ptr + b)  # (R and T are centred: the forward's, the tangent sweep's)
         mu_r = mu * scale if SEG > 0 else mu  # (in the units of R as read: scaled scratch, or as stored)
         nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
+        seed = tl.load(grad_ptr + b)
         offs, R, lane, i, first, bottom = _lanes(n, r0, H, BLOCK)
         idx_down = tl.minimum(offs + 1, BLOCK - 1)
         below = r0 + R < n
@@ -326,7 +342,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                     t0 = (t // SEG) * SEG
                     _recompute(scr, r_states + (t0 // SEG) * 2 * BLOCK, t_states + (t0 // SEG) * 2 * BLOCK, r_top,
                                t_top, cost_ptr + row, v_ptr + row, k, t0, t + 1, offs, lane, first, i, m, scale, mu,
-                               nu, vg, band, SEG, BLOCK)
+                               nu, vg, band, SEG, BLOCK, GAMMA)
                     at = scr + (t - t0 + 2) * BLOCK + offs  # (step t's row)
                     rc, lf, up, dg = _from_segment(at, r_top, t, k, m, scale, offs, first, BLOCK)
                     tlf = tl.load(at + tplane - BLOCK)
@@ -348,7 +364,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                 nb_d_n = tl.load(lower + plane + m - 2 - tau, mask=below & (tau + 1 < m), other=0.0, volatile=True)
                 de, hand_e, hand_d, ew_diag, dw_diag, ew_left, dw_left, dh = _second(
                     rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag, c,
-                    inside, bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down)
+                    inside, bottom, i, n, m, mu_r, nu, unit, vg, inv_g, seed, idx_down, GAMMA)
                 hsum += dh
                 g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
                 if t % 8 == 0:
@@ -381,7 +397,7 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
                                      volatile=True)
                     de, hand_e, hand_d, ew_diag, dw_diag, ew_left, dw_left, dh = _second(
                         rc, up, dg, lf, tu, td, tlf, nb_e, nb_d, hand_e, hand_d, ew_left, dw_left, ew_diag, dw_diag,
-                        c, inside, bottom, i, n, m, mu_r, nu, unit, vg, g, idx_down)
+                        c, inside, bottom, i, n, m, mu_r, nu, unit, vg, inv_g, seed, idx_down, GAMMA)
                     hsum += dh
                     g0, g1, g2, g3, g4, g5, g6, g7 = _latest_first(de, g0, g1, g2, g3, g4, g5, g6)  # (column c)
                     if u % 8 == 7:  # (the eight steps' columns c .. c + 7; steps past T: columns below 0)
@@ -396,13 +412,15 @@ def soft_dtw_diag_hvp_backward_kernel(r_ptr, t_ptr, cost_ptr, v_ptr, r_states_pt
             _poison_if_gave_up(err_ptr, out_ptr + b * N * M, hg_ptr + b * S)
 
 
-def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, nu, kept=None, checkpoint: int = 0,
-        block: int | None = None, warps: int | None = None):
-    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table ``saved``
+def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, nu, grad, kept=None, checkpoint: int = 0,
+        block: int | None = None, warps: int | None = None, gamma_terms: bool = True):
+    """(grad * H v over the costs [B, N, M], over gamma [B], dV . v [B]) from R's full table ``saved``
     (checkpoint 0: strips of ``block`` rows; T is a full table too), or from its rows K, 2K, ...
     and what the forward kept for the backward's segments (``kept`` 4-D: strips of K rows; T
     keeps the same: its strips' last rows and the lanes' T before each segment); ``mu`` [B]:
-    the forward's centring; ``nu`` [B]: T's (soft_dtw_hvp.hvp)."""
+    the forward's centring; ``nu`` [B]: T's (soft_dtw_hvp.hvp); ``gamma_terms`` False: v_gamma
+    is zero and H v over gamma is not wanted (it comes back as zeros), so neither sweep spends a
+    log2 a cell on gamma's entropy."""
     B, N, M = costs.shape
     hv = torch.zeros_like(costs)
     dot = costs.new_zeros(B)
@@ -423,11 +441,11 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, saved, mu, nu, kept=Non
         tangent, second, err = syncs[:1 + B * S], syncs[1 + B * S:-1], syncs[-1:]
         gamma, v_gamma, v_costs = gamma.contiguous(), v_gamma.contiguous(), v_costs.contiguous()
         warps = warps or max(1, blk // 32)
-        const = dict(BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg, num_warps=warps)
+        const = dict(BLOCK=blk, HAND_OFF=HAND_OFF, SEG=seg, GAMMA=bool(gamma_terms), num_warps=warps)
         _launch_tangent((B * S,), saved, costs, v_costs, v_gamma, gamma, mu, nu, n, m, T, t_states, dot, tangent, err,
                         N, M, B, S, H, saved.shape[1], n_seg, band, **const)
         bnd = costs.new_empty(2, B, S, M)
-        _launch_second((B * S,), saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, mu,
+        _launch_second((B * S,), grad, saved, T, costs, v_costs, kept if segments else T, t_states, scratch, gamma, mu,
                        nu, v_gamma, n, m, hv, hg, bnd, second, err, N, M, B, S, H, saved.shape[1], n_seg, band, **const)
     return hv, hg.sum(1), dot
 

@@ -90,24 +90,32 @@ def soft_dtw_tangent_kernel(r_ptr, v_ptr, vg_ptr, gamma_ptr, mu_ptr, nu_ptr, n_p
 
 
 @triton.jit
-def _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, g):
+def _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, inv_g, GAMMA: tl.constexpr):
     """Directional derivatives of the three weights: dw_k = w_k (dz_k - sum_l w_l dz_l),
-    dz_k = -(T_k + z_k v_g) / gamma, z_k natural (ln 2 times the gamma / ln 2 units). The T_k
-    enter less one of them (a live one): the weights sum to 1 only to rounding, and that
-    error times |T| would not cancel in dz_k - sum_l w_l dz_l, their differences' does."""
+    dz_k = -(T_k + z_k v_g) / gamma, z_k natural (ln 2 times the gamma / ln 2 units); inv_g =
+    1 / gamma (a multiply: three divisions a cell were MUFU work on the product's chain).
+    GAMMA = False: v_g is zero (its terms left out). The T_k enter less one of them (a live
+    one): the weights sum to 1 only to rounding, and that error times |T| would not cancel in
+    dz_k - sum_l w_l dz_l, their differences' does."""
     ref = tl.where(wu > 0, tu, tl.where(wd > 0, td, tlf))
-    du = tl.where(wu > 0, -(tu - ref + zu * 0.6931471805599453 * vg) / g, 0.0)
-    dd = tl.where(wd > 0, -(td - ref + zd * 0.6931471805599453 * vg) / g, 0.0)
-    dl = tl.where(wl > 0, -(tlf - ref + zl * 0.6931471805599453 * vg) / g, 0.0)
+    su, sd, sl = tu - ref, td - ref, tlf - ref
+    if GAMMA:
+        su += zu * 0.6931471805599453 * vg
+        sd += zd * 0.6931471805599453 * vg
+        sl += zl * 0.6931471805599453 * vg
+    du = tl.where(wu > 0, -su * inv_g, 0.0)
+    dd = tl.where(wd > 0, -sd * inv_g, 0.0)
+    dl = tl.where(wl > 0, -sl * inv_g, 0.0)
     mean = wu * du + wd * dd + wl * dl
     return wu * (du - mean), wd * (dd - mean), wl * (dl - mean)
 
 
 @triton.jit(do_not_specialize=["N", "M", "S", "W"])
-def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr, wl_ptr, out_ptr,
+def soft_dtw_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr, wl_ptr, out_ptr,
                                  hg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, S, W, BLOCK: tl.constexpr):
-    """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] = dE
-    there (H v over the costs), hg[b, s] its cells' part of H v over gamma. sc: [2 row
+    """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
+    grad[b] dE there (grad[b] H v over the costs: E seeded with grad[b], as the backward
+    seeds it), hg[b, s] its cells' part of grad[b] H v over gamma. sc: [2 row
     parities, 4, M] per pair (E w_up, E w_diag, their derivatives, of the row below); wl:
     [2, M] per pair (w_left and dw_left of the row, for the cell to the left). With S > 1
     stripe s waits for stripe s + 1's row (flag: rows done) and takes what its first column
@@ -121,6 +129,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr
         mu = tl.load(mu_ptr + b)
         nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
+        seed = tl.load(grad_ptr + b)
         lane = tl.arange(0, BLOCK)
         sc = sc_ptr + b * 8 * M
         wrow = wl_ptr + b * 2 * M
@@ -158,7 +167,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr
                 tu = tl.load(t_ptr + at - M + col, mask=inside & (row > 1), other=0.0)
                 td = tl.load(t_ptr + at - M + col - 1, mask=inside & (row > 1) & (col >= 1), other=0.0)
                 tlf = tl.load(t_ptr + at + col - 1, mask=inside & (col >= 1), other=0.0)
-                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, g)
+                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, 1.0 / g, True)
                 tl.store(wrow + col, wl, mask=inside)
                 tl.store(wrow + M + col, dwl, mask=inside)
                 tl.debug_barrier()
@@ -167,7 +176,7 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr
                 dw_next = tl.where(at_hi, dw_hi, tl.load(wrow + M + col + 1, mask=nxt, other=0.0))
                 a = tl.load(below + col, mask=inside & (row < n), other=0.0) \
                     + tl.load(below + M + col + 1, mask=nxt & (row < n), other=0.0) + tl.where(at_hi, ed_hi, 0.0)
-                a = tl.where((row == n) & (col == m - 1), 1.0, a)
+                a = tl.where((row == n) & (col == m - 1), seed, a)
                 da = tl.load(below + 2 * M + col, mask=inside & (row < n), other=0.0) \
                     + tl.load(below + 3 * M + col + 1, mask=nxt & (row < n), other=0.0) + tl.where(at_hi, ded_hi, 0.0)
                 A, D, P, Q = tl.associative_scan((a, da, w_next, dw_next), 0, _pair_affine)
@@ -206,8 +215,11 @@ def soft_dtw_hvp_backward_kernel(r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr
 
 def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, checkpoint: int = 0,
         block: int | None = None, warps: int | None = None, stripe: int | None = None, diag: bool | None = None,
-        rows: int | None = None, mu=None, nu=None):
-    """(H v over the costs [B, N, M], over gamma [B], dV . v [B]); float32 [B, N, M] inputs.
+        rows: int | None = None, mu=None, nu=None, grad=None, gamma_terms: bool = True):
+    """(grad * H v over the costs [B, N, M], grad * H v over gamma [B], dV . v [B]); float32
+    [B, N, M] inputs; ``grad`` [B] the value's gradient (None: ones), taken in by the
+    product's sweep (no pass over [B, N, M] to scale it); ``gamma_terms`` False: v_gamma is
+    zero and H v over gamma not wanted (zeros; the sweeps by anti-diagonals then skip its terms).
     ``R``: what the forward saved, its table [B, N, M] (checkpoint 0) or rows K, 2K, ..., and
     ``kept`` beside it. Where the forward kept the backward's segments by anti-diagonals (kept
     4-D) the product recomputes them too (soft_dtw_diag_hvp); else, with checkpoints, from a
@@ -217,14 +229,14 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     [B] or None: the tangents' (T = dR . v held as T - nu (i + j), the same products)."""
     B, N, M = costs.shape
     mu, nu = centre_of(mu, costs), centre_of(nu, costs)
-    hv = torch.zeros_like(costs)
-    dot = costs.new_zeros(B)
     if not B:
-        return hv, costs.new_zeros(B), dot
+        return torch.zeros_like(costs), costs.new_zeros(B), costs.new_zeros(B)
+    grad = costs.new_ones(B) if grad is None else grad.contiguous()
     if checkpoint and kept is not None and kept.dim() == 4:
         from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
 
-        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, kept, checkpoint)
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, grad, kept, checkpoint,
+                                     gamma_terms=gamma_terms)
     if checkpoint:
         R = None
     if R is None:
@@ -232,7 +244,10 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     if _by_diagonals(costs, 0) if diag is None else diag:
         from . import soft_dtw_diag_hvp  # (here: it imports this module's _dw)
 
-        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, block=rows)
+        return soft_dtw_diag_hvp.hvp(costs, gamma, n, m, band, v_costs, v_gamma, R, mu, nu, grad, block=rows,
+                                     gamma_terms=gamma_terms)
+    hv = torch.zeros_like(costs)
+    dot = costs.new_zeros(B)
     blk, W, S = _plan(costs, M, block, stripe, True)
     warps = warps or _warps(blk)
     T = torch.zeros_like(costs)
@@ -245,9 +260,9 @@ def hvp(costs, gamma, n, m, band: int, v_costs, v_gamma, R=None, kept=None, chec
     scratch = costs.new_empty(B, 8, M)
     wl = costs.new_empty(B, 2, M)
     bnd = costs.new_empty(6, B, S, N + 2) if S > 1 else hg
-    soft_dtw_hvp_backward_kernel[(B * S,)](R, T, gamma, mu, nu, v_gamma, n, m, scratch, wl, hv, hg, bnd,
+    soft_dtw_hvp_backward_kernel[(B * S,)](grad, R, T, gamma, mu, nu, v_gamma, n, m, scratch, wl, hv, hg, bnd,
                                            flags[half:], err, N, M, S, W, BLOCK=blk, num_warps=warps)
-    return hv, hg.sum(1), dot
+    return hv, hg.sum(1) if gamma_terms else torch.zeros_like(dot), dot
 
 
 settle_module(__name__)  # the same cache keys in every process (cache_keys.py)

@@ -104,21 +104,29 @@ def _(grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, need_gam
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
-def hvp(costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor, mu: Tensor | None,
-        bandwidth: int, checkpoint: int, v_costs: Tensor, v_gamma: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def hvp(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor,
+        mu: Tensor | None, bandwidth: int, checkpoint: int, v_costs: Tensor, v_gamma: Tensor, gamma_terms: bool
+        ) -> tuple[Tensor, Tensor, Tensor]:
+    """(grad * H v over the costs, grad * H v over gamma, dV . v): the kernels take grad in as
+    the backward does (E seeded with it), with no pass over [B, N, M] to scale H v.
+    ``gamma_terms`` False: v_gamma is zero and H v over gamma is not wanted (zeros), which
+    spares the kernels gamma's entropy terms."""
     nu = None if mu is None else _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma)
     if _triton(costs):
         return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=saved, kept=kept,
-                                           checkpoint=checkpoint, mu=mu, nu=nu)
+                                           checkpoint=checkpoint, mu=mu, nu=nu, grad=grad.contiguous(),
+                                           gamma_terms=gamma_terms)
     R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
-    return cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R, mu=mu, nu=nu)
+    hv_costs, hv_gamma, dot = cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R,
+                                      mu=mu, nu=nu)
+    return grad[:, None, None] * hv_costs, grad * hv_gamma if gamma_terms else torch.zeros_like(dot), dot
 
 
 soft_dtw_hvp = torch.library.custom_op("torchalign::soft_dtw_hvp", hvp, mutates_args=(), device_types=DEVICES)
 
 
 @soft_dtw_hvp.register_fake
-def _(costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, v_costs, v_gamma):
+def _(grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, v_costs, v_gamma, gamma_terms):
     B = costs.shape[0]
     return torch.empty_like(costs), costs.new_empty(B), costs.new_empty(B)
 
@@ -235,14 +243,15 @@ def _double_backward(ctx, v_costs, v_gamma, product=None):
     none: H v already holds the whole derivative through it. ``product``: the
     Hessian-vector product's implementation (eager code), else the op."""
     grad, costs, gamma, saved, kept, n, m, mu = ctx.saved_tensors
+    gamma_terms = v_gamma is not None or ctx.needs_input_grad[2]  # (else the kernels skip gamma's entropy)
     if v_costs is None:
         v_costs = torch.zeros_like(costs)
     if v_gamma is None:
         v_gamma = torch.zeros_like(gamma)
-    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(costs, gamma, saved, kept, n, m, mu,
-                                                                             ctx.bandwidth, ctx.checkpoint, v_costs,
-                                                                             v_gamma)
-    return (dot, grad[:, None, None] * hv_costs, grad * hv_gamma, None, None, None, None, None, None, None, None)
+    hv_costs, hv_gamma, dot = (product or torch.ops.torchalign.soft_dtw_hvp)(grad, costs, gamma, saved, kept, n, m,
+                                                                             mu, ctx.bandwidth, ctx.checkpoint,
+                                                                             v_costs, v_gamma, gamma_terms)
+    return (dot, hv_costs, hv_gamma, None, None, None, None, None, None, None, None)
 
 
 soft_dtw_backward.register_autograd(_double_backward, setup_context=_setup_backward)
