@@ -628,7 +628,7 @@ def _double_backward(costs, gamma, gamma_grad: bool, lengths, band, checkpoint, 
     weighted values: over the costs, gamma (where it takes part) and the weights (dV . v)."""
     c = costs.requires_grad_(True)
     gm = gamma.requires_grad_(gamma_grad)
-    weight = torch.linspace(0.5, 1.5, costs.shape[0], dtype=costs.dtype).requires_grad_(True)
+    weight = torch.linspace(0.5, 1.5, costs.shape[0], dtype=costs.dtype, device=costs.device).requires_grad_(True)
     value = ta.soft_dtw(c, gm, lengths=lengths, bandwidth=band, checkpoint=checkpoint)
     inputs = (c, gm) if gamma_grad else (c,)
     gc, *gg = torch.autograd.grad((value * weight).sum(), inputs, create_graph=True)
@@ -975,14 +975,9 @@ def test_gpu_anti_diagonals(monkeypatch, checkpoint, band):
         torch.testing.assert_close(g_gamma.double(), want[2], rtol=1e-4, atol=1e-4)
 
 
-def _gpu_hvp(costs, gamma, lengths, v, dtype, checkpoint=None):
-    """The double backward of sum_b weight_b soft_dtw(costs, gamma)_b (weights 1) along v over
-    the costs and 1 over gamma, in ``dtype``: (H v over costs, over gamma, dV . v)."""
-    c, gm = costs.to(dtype).requires_grad_(True), gamma.to(dtype).requires_grad_(True)
-    weight = torch.ones(len(gamma), dtype=dtype, device="cuda", requires_grad=True)
-    value = ta.soft_dtw(c, gm, lengths=lengths, checkpoint=checkpoint)
-    gc, gg = torch.autograd.grad((value * weight).sum(), (c, gm), create_graph=True)
-    return torch.autograd.grad((gc * v.to(dtype)).sum() + gg.sum(), (c, gm, weight))
+def _gpu_hvp(costs, gamma, lengths, v, dtype, checkpoint=None, gamma_grad=True):
+    """_double_backward in ``dtype`` (no band)."""
+    return _double_backward(costs.to(dtype), gamma.to(dtype), gamma_grad, lengths, None, checkpoint, v.to(dtype))
 
 
 @pytest.mark.gpu
@@ -1014,7 +1009,8 @@ def test_gpu_stripes_hessian_vector_product(monkeypatch):
 def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch, checkpoint):
     """The double backward's two sweeps by anti-diagonals, strips of 128 or 32 rows (3 and 10
     a pair), or with checkpoints strips of K = 32 rows recomputed a segment at a time, unequal
-    lengths: equal to float64 (the plans say which ran)."""
+    lengths, with gamma's terms (gamma takes part) and without (a constant gamma): equal to
+    float64 (the plans say which ran)."""
     from torchalign_kernels import soft_dtw_diag_hvp as KDH
     from torchalign_kernels import soft_dtw_hvp as KH
 
@@ -1023,18 +1019,22 @@ def test_gpu_anti_diagonal_hessian_vector_product(monkeypatch, checkpoint):
     gamma = torch.tensor([1.0, 0.5, 2.0]).cuda()
     lengths = (torch.tensor([300, 250, 9]), torch.tensor([400, 399, 30]))
 
-    want = _gpu_hvp(costs, gamma, lengths, v, torch.float64)
+    want = {gamma_grad: _gpu_hvp(costs, gamma, lengths, v, torch.float64, gamma_grad=gamma_grad)
+            for gamma_grad in (True, False)}
     ran = []
     diag_hvp = KDH.hvp
-    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append(_arg(diag_hvp, "checkpoint", a, k) or k["block"])
+    monkeypatch.setattr(KDH, "hvp", lambda *a, **k: ran.append((_arg(diag_hvp, "checkpoint", a, k) or k["block"],
+                                                                 _arg(diag_hvp, "gamma_terms", a, k)))
                         or diag_hvp(*a, **k))
     plans = (None, 32) if checkpoint is None else (None,)
     for rows in plans:
         set_defaults(monkeypatch, KH.hvp, rows=rows)
-        got = _gpu_hvp(costs, gamma, lengths, v, torch.float32, checkpoint)
-        for ours, ref in zip(got, want):
-            torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
-    assert ran == ([None, 32] if checkpoint is None else [checkpoint]), ran  # (strips of rows; of K by segments)
+        for gamma_grad in (True, False):
+            got = _gpu_hvp(costs, gamma, lengths, v, torch.float32, checkpoint, gamma_grad)
+            for ours, ref in zip(got, want[gamma_grad]):
+                torch.testing.assert_close(ours.double(), ref, rtol=1e-3, atol=1e-3)
+    plan_ran = [None, 32] if checkpoint is None else [checkpoint]  # (strips of rows; of K by segments)
+    assert ran == [(plan, terms) for plan in plan_ran for terms in (True, False)], ran
 
 
 @pytest.mark.gpu
