@@ -228,3 +228,27 @@ def test_soft_training_step_in_a_cuda_graph(name):
         torch.cuda.synchronize()
         for got, want in zip(static_out, step(x.detach().clone().requires_grad_(True))):
             torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_constants_first_made_in_a_capture_stay_out_of_the_cache():
+    """A number's tensor (ops' gamma, gaps, lengths: torchalign.inputs.constant) first needed
+    inside a CUDA graph capture is made for the graph alone: its fill runs only at replay, so
+    an eager call after the capture must not find it cached."""
+    from torchalign import inputs
+
+    x = torch.randn(3, 40, 30, generator=torch.Generator().manual_seed(39)).cuda()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up (gamma 0.6: 0.7's tensor is not made here)
+        ta.soft_dtw(x, 0.6, check=False)
+    torch.cuda.current_stream().wait_stream(side)
+    cached = set(inputs._CONSTANTS)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static = ta.soft_dtw(x, 0.7, check=False)
+    assert set(inputs._CONSTANTS) == cached  # nothing cached during the capture
+    eager = ta.soft_dtw(x, 0.7)
+    graph.replay()
+    torch.testing.assert_close(eager.cpu(), ta.soft_dtw(x.cpu(), 0.7), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(static, eager, rtol=0, atol=0)

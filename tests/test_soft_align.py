@@ -489,3 +489,30 @@ def _float32_hvp_error(s, *gaps, **kw):
         return torch.autograd.grad((g * x.detach()).sum(), x)[0]
 
     return (hvp(s).double() - hvp(s.double())).abs().max().item()
+
+
+def test_numbers_become_cached_constants():
+    """Lengths, gaps and gamma given as numbers are one cached tensor per shape, value, dtype
+    and device (no fill a call); one first made under inference mode still serves a call whose
+    backward saves it; a compiled graph gets its own."""
+    from unittest import mock
+
+    from torchalign import inputs
+
+    inputs._CONSTANTS.clear()
+    a = inputs.constant((3,), 2.5, torch.float32, torch.device("cpu"))
+    assert inputs.constant((3,), 2.5, torch.float32, "cpu") is a and a.tolist() == [2.5] * 3
+    others = [inputs.constant((3,), 2.0, torch.float32, "cpu"), inputs.constant((3,), 2.5, torch.float64, "cpu"),
+              inputs.constant((3, 1, 1), 2.5, torch.float32, "cpu"), inputs.constant((3,), 2, torch.int64, "cpu")]
+    assert all(o is not a for o in others) and others[3].dtype == torch.int64
+    with mock.patch.object(torch.compiler, "is_compiling", return_value=True):
+        assert inputs.constant((3,), 2.5, torch.float32, "cpu") is not a
+    inputs._CONSTANTS.clear()
+    s = torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(39))
+    with torch.inference_mode():
+        first = ta.soft_align(s, 1.5), ta.soft_dtw(s.exp(), 0.7)  # (the cache filled here)
+    x = s.clone().requires_grad_(True)
+    again = ta.soft_align(x, 1.5), ta.soft_dtw(x.exp(), 0.7)  # the same cached gap, gamma and lengths, saved
+    (again[0].sum() + again[1].sum()).backward()
+    assert all(torch.equal(u, v.detach()) for u, v in zip(first, again)) and torch.isfinite(x.grad).all()
+    assert len(inputs._CONSTANTS) >= 3

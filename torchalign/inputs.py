@@ -1,4 +1,4 @@
-"""Turning what users pass (strings, lists, tensors, batches) into SequenceBatches."""
+"""Turning what users pass (strings, lists, tensors, batches, numbers) into SequenceBatches and tensors."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 
 from .alphabet import get_alphabet
 from .batch import SequenceBatch, encode
+from .ops.direct import direct
 
 
 def batches(names: tuple[str, ...], values: tuple, alphabet, default: str) -> list[SequenceBatch]:
@@ -117,8 +118,31 @@ def max_length(batch) -> int:
     return -1 if batch.max_length is None else batch.max_length
 
 
+_CONSTANTS: dict = {}
+_CONSTANTS_MAX = 256  # (distinct shapes and values before the cache starts over)
+
+
+def constant(shape: tuple, value, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A tensor of ``value``, the same one on every eager call with these arguments: the soft
+    ops' lengths, gaps and gamma given as numbers, which nothing writes, so that a call pays
+    no allocation and fill (each a dispatcher round trip and a launch: host time on a small
+    step, benchmarks/NOTES.md session 39). Made fresh where the ops are not called directly
+    (ops.direct: a compiled graph, a tracer, a dispatch mode such as fake tensors, which must
+    own their tensors) and during a CUDA graph capture, whose fill would run only at replay.
+    Cached ones are made outside inference mode, so that autograd may save them later."""
+    device = torch.device(device)
+    if not direct(()) or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+        return torch.full(shape, value, dtype=dtype, device=device)
+    key = (shape, type(value), value, dtype, device)
+    t = _CONSTANTS.get(key)
+    if t is None:
+        if len(_CONSTANTS) >= _CONSTANTS_MAX:
+            _CONSTANTS.clear()
+        with torch.inference_mode(False):
+            t = _CONSTANTS[key] = torch.full(shape, value, dtype=dtype, device=device)
+    return t
+
+
 def full_lengths(B: int, N: int, M: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The lengths (int64 [B] each) of a batch of whole N x M pairs, one tensor for both where
-    N == M (a fill fewer per call: the soft ops' host time)."""
-    n = torch.full((B,), N, dtype=torch.int64, device=device)
-    return n, (n if M == N else torch.full((B,), M, dtype=torch.int64, device=device))
+    """The lengths (int64 [B] each) of a batch of whole N x M pairs (constant: cached)."""
+    return constant((B,), N, torch.int64, device), constant((B,), M, torch.int64, device)

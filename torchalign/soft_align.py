@@ -67,7 +67,7 @@ import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
 from .cpu.soft_align import MODES
-from .inputs import full_lengths
+from .inputs import constant, full_lengths
 from .ops.soft_align import CENTRE_BLOCK, leading_block
 from .ops.soft_align import alignment as op_alignment
 from .ops.soft_align import value as op_value
@@ -87,7 +87,7 @@ def _float(name, x) -> float:
 def _gap(name, gap, B, N, M, dtype, device):
     """A gap penalty as [B, 1, 1] (one per pair) or [B, N, M] (position-specific)."""
     if not isinstance(gap, torch.Tensor):
-        return torch.full((B, 1, 1), _float(name, gap), dtype=dtype, device=device)
+        return constant((B, 1, 1), _float(name, gap), dtype, device)
     if not gap.is_floating_point():
         gap = gap.to(dtype)
     if gap.device != device:

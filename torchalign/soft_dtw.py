@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.torchalign.*)
-from .inputs import check_int, full_lengths
+from .inputs import check_int, constant, full_lengths
 from .ops import soft_dtw as ops_soft_dtw
 from .ops.soft_dtw import value as op_value
 
@@ -176,7 +176,7 @@ def _gamma(gamma, B, like):
         raise TypeError(f"gamma: expected a float > 0 or a tensor, got {type(gamma).__name__}")
     if not gamma > 0 or gamma == float("inf"):
         raise ValueError(f"gamma: must be a finite float > 0, got {gamma}")
-    return torch.full((B,), float(gamma), dtype=like.dtype, device=like.device)
+    return constant((B,), float(gamma), like.dtype, like.device)
 
 
 def _pair(lengths):
