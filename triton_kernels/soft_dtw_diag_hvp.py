@@ -10,6 +10,12 @@ wavefront, as soft_dtw_diag (forward) and soft_dtw_diag_bwd (backward) do.
   successors push back, (E, dE)[x] = sum_s (E_s w_s, dE_s w_s + E_s dw_s), the lane below
   handing over the sums of its up and (a step earlier) diagonal pushes in two gathers, the
   lane's own last step the left push; H v over the costs is dE, over gamma sum dE h + E dh.
+  E starts at the value's gradient grad[b] (E and dE are linear in it), so the sweep
+  returns grad * H v with no pass over [B, N, M] to scale it.
+
+GAMMA = False (gamma a constant: v_g zero and H v over gamma not wanted) leaves gamma's terms
+out of both sweeps, the entropy's log2 a cell among them: the product's backward is ~9 %
+faster at 4 x 10,000 (benchmarks/NOTES.md, session 39).
 
 R and T of a cell's predecessors are loaded a step ahead (off the chain), each of R's and
 T's rows once a lane, and each lane's rows of the tables prefetched into L2 PREFETCH columns
@@ -46,7 +52,8 @@ def soft_dtw_diag_tangent_kernel(r_ptr, cost_ptr, v_ptr, vg_ptr, gamma_ptr, mu_p
     (t_ptr, [B, S, M]) and the lanes' T at the two steps before each segment (t_states, [B, S,
     2 n_seg, BLOCK]). sync: the ticket counter, then a progress counter (columns of the
     strip's last row in T) per strip; err: waits that gave up. R is centred by mu[b] (the
-    forward's), T by nu[b]: T - nu (i + j) is stored (the diagonal's T and each v get -nu)."""
+    forward's), T by nu[b]: T - nu (i + j) is stored (the diagonal's T and each v get -nu).
+    GAMMA = False: gamma's direction vg is zero (its entropy term left out)."""
     tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of T go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)
@@ -250,17 +257,19 @@ def _hand_over(mine, plane, c, hand_e, hand_d, mask):
 
 
 @triton.jit(do_not_specialize=["N", "M", "B", "S", "H", "n_saved", "n_seg", "band"])
-def soft_dtw_diag_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr, scratch_ptr, gamma_ptr,
-                                      mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr, bnd_ptr, sync_ptr, err_ptr,
-                                      N, M, B, S, H, n_saved, n_seg, band, BLOCK: tl.constexpr, HAND_OFF: tl.constexpr,
-                                      SEG: tl.constexpr, GAMMA: tl.constexpr):
+def soft_dtw_diag_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, cost_ptr, v_ptr, r_states_ptr, t_states_ptr,
+                                      scratch_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, out_ptr, hg_ptr,
+                                      bnd_ptr, sync_ptr, err_ptr, N, M, B, S, H, n_saved, n_seg, band,
+                                      BLOCK: tl.constexpr, HAND_OFF: tl.constexpr, SEG: tl.constexpr,
+                                      GAMMA: tl.constexpr):
     """Program (k, b) from its ticket, strips from the last: out[b] = grad[b] dE (grad[b] H v
-    over the costs) of rows kH + 1 .. kH + H, hg[b, k] their part of grad[b] H v over gamma. bnd [2, B, S, M]: the
-    top row's pushes up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above. SEG = 0:
-    R and T full tables (as stored; T unscaled). SEG > 0: what soft_dtw_diag's forward
-    (r_ptr: rows K, 2K, ...; r_states) and the tangent sweep (t_ptr: each strip's last row;
-    t_states) kept, each strip's R and T recomputed a segment at a time into its scratch
-    ([B S, 2, SEG + 2, BLOCK]) from the costs and the direction v."""
+    over the costs) of rows kH + 1 .. kH + H, hg[b, k] their part of grad[b] H v over gamma
+    (GAMMA = False: zeros; gamma's terms left out). bnd [2, B, S, M]: the top row's pushes
+    up, (E, dE)(w_up at c, w_diag at c + 1), for the strip above. SEG = 0: R and T full
+    tables (as stored; T unscaled). SEG > 0: what soft_dtw_diag's forward (r_ptr: rows K, 2K,
+    ...; r_states) and the tangent sweep (t_ptr: each strip's last row; t_states) kept, each
+    strip's R and T recomputed a segment at a time into its scratch ([B S, 2, SEG + 2,
+    BLOCK]) from the costs and the direction v."""
     tl.static_assert(HAND_OFF % 8 == 0)  # (a round's stores of dE go at its steps 7, 15, ...)
     ticket = tl.atomic_add(sync_ptr, 1)
     b = (ticket % B).to(tl.int64)

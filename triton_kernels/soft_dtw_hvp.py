@@ -111,8 +111,8 @@ def _dw(wu, wd, wl, zu, zd, zl, tu, td, tlf, vg, inv_g, GAMMA: tl.constexpr):
 
 
 @triton.jit(do_not_specialize=["N", "M", "S", "W"])
-def soft_dtw_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr, wl_ptr, out_ptr,
-                                 hg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, S, W, BLOCK: tl.constexpr):
+def soft_dtw_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_ptr, vg_ptr, n_ptr, m_ptr, sc_ptr,
+                                 wl_ptr, out_ptr, hg_ptr, bnd_ptr, flag_ptr, err_ptr, N, M, S, W, BLOCK: tl.constexpr):
     """Program (b, S - 1 - s) = divmod(p, S): columns [s W, s W + W) of pair b; out[b] =
     grad[b] dE there (grad[b] H v over the costs: E seeded with grad[b], as the backward
     seeds it), hg[b, s] its cells' part of grad[b] H v over gamma. sc: [2 row
