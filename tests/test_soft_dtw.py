@@ -757,7 +757,7 @@ def test_diagonal_backward_strip_wait_gives_up_and_poisons(monkeypatch):
         sync = torch.tensor([start, 0, 0, 0], dtype=torch.int32)
         KB.soft_dtw_diag_backward_kernel[(2 - start,)](grad, saved, gamma, gamma * 0, n, m, saved, gg, gg, out, gg, bnd,
                                                        sync, sync[3:], N, M, B, 2, rows, N, 0, -1, NEED_GAMMA=True,
-                                                       BLOCK=rows, HAND_OFF=8, SEG=0, GAMMA=True)
+                                                       BLOCK=rows, HAND_OFF=8, SEG=0)
         assert bool(torch.isfinite(out).all()) == finite and bool(torch.isfinite(gg).all()) == finite
         assert (sync[3].item() > 0) != finite
 
