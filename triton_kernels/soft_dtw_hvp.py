@@ -126,6 +126,7 @@ def soft_dtw_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_p
         hi = tl.minimum(lo + W, m)
         g = tl.load(gamma_ptr + b)
         scale = 1.4426950408889634 / g
+        inv_g = 1.0 / g
         mu = tl.load(mu_ptr + b)
         nu = tl.load(nu_ptr + b)
         vg = tl.load(vg_ptr + b)
@@ -167,7 +168,7 @@ def soft_dtw_hvp_backward_kernel(grad_ptr, r_ptr, t_ptr, gamma_ptr, mu_ptr, nu_p
                 tu = tl.load(t_ptr + at - M + col, mask=inside & (row > 1), other=0.0)
                 td = tl.load(t_ptr + at - M + col - 1, mask=inside & (row > 1) & (col >= 1), other=0.0)
                 tlf = tl.load(t_ptr + at + col - 1, mask=inside & (col >= 1), other=0.0)
-                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, 1.0 / g, True)
+                dwu, dwd, dwl = _dw(wu, wd, wl, zu, zd, zl, tu, td - nu, tlf, vg, inv_g, True)
                 tl.store(wrow + col, wl, mask=inside)
                 tl.store(wrow + M + col, dwl, mask=inside)
                 tl.debug_barrier()

@@ -114,7 +114,7 @@ def hvp(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor,
     nu = None if mu is None else _tangent_centre(costs, gamma, n, m, mu, bandwidth, v_costs, v_gamma)
     if _triton(costs):
         return kernels("soft_dtw_hvp").hvp(costs, gamma, n, m, bandwidth, v_costs, v_gamma, R=saved, kept=kept,
-                                           checkpoint=checkpoint, mu=mu, nu=nu, grad=grad.contiguous(),
+                                           checkpoint=checkpoint, mu=mu, nu=nu, grad=grad,
                                            gamma_terms=gamma_terms)
     R = saved if checkpoint == 0 else None  # (checkpoints: R recomputed whole)
     hv_costs, hv_gamma, dot = cpu.hvp(costs, gamma, n, m, bandwidth, v_costs.contiguous(), v_gamma.contiguous(), R=R,
