@@ -24,7 +24,7 @@ from ..batch import _packs_of, packed
 from ..cpu import parasail_align as cpu
 from ..scoring import SCORE_LIMIT
 from . import checks
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 
 DEVICES = ("cpu", "cuda")
 MODES = ("local", "global", "semiglobal")
@@ -77,6 +77,7 @@ def _pairs(q_codes, q_offsets, t_codes, t_offsets, pair_q, pair_t, table, gap_op
 
 
 @torch.library.custom_op("torchalign::align_score", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def align_score(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: Tensor, table: Tensor,
                 gap_open: int, gap_extend: int, mode: str, q_longest: int, t_longest: int,
                 check: bool, top: int = -1) -> tuple[Tensor, Tensor, Tensor]:
@@ -230,6 +231,7 @@ def _scan_of(d_codes, d_offsets, table, gap_open: int, gap_extend: int) -> _Scan
 
 
 @torch.library.custom_op("torchalign::search", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def search(q_codes: Tensor, q_offsets: Tensor, d_codes: Tensor, d_offsets: Tensor, table: Tensor, gap_open: int,
            gap_extend: int, mode: str, top_k: int, q_longest: int, d_longest: int,
            check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:

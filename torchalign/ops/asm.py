@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..cpu import asm as cpu
 from . import checks
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 from .hamming import pattern_strands
 
 DEVICES = ("cpu", "cuda")
@@ -61,6 +61,7 @@ def _kernel_inputs(text_codes, pat_codes, code_bound):
 
 
 @torch.library.custom_op("torchalign::asm_search", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def asm_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, k: int,
                complement: Optional[Tensor], max_hits: int, n_symbols: int, code_bound: int, longest: int,
                algorithm: str, check: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
@@ -127,6 +128,7 @@ def _(text_codes, text_offsets, pat_codes, pat_offsets, k, complement, max_hits,
 
 
 @torch.library.custom_op("torchalign::asm_best", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def asm_best(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, n_symbols: int,
              code_bound: int, longest: int, algorithm: str, check: bool) -> tuple[Tensor, Tensor]:
     code_bound, longest = _prepare("asm_best", text_codes, text_offsets, pat_codes, pat_offsets, n_symbols,
@@ -150,6 +152,7 @@ def _(text_codes, text_offsets, pat_codes, pat_offsets, n_symbols, code_bound, l
 
 
 @torch.library.custom_op("torchalign::asm_profile", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def asm_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor, n_symbols: int,
                 code_bound: int, longest: int, algorithm: str, check: bool) -> Tensor:
     code_bound, longest = _prepare("asm_profile", text_codes, text_offsets, pat_codes, pat_offsets, n_symbols,

@@ -19,13 +19,14 @@ from torch import Tensor
 
 from ..cpu import hamming as cpu
 from . import checks
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 
 DEVICES = ("cpu", "cuda")
 
 
 # ---------------------------------------------------------------- pairwise -----------
 @torch.library.custom_op("torchalign::hamming", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def hamming(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor,
             n_symbols: int, check: bool) -> Tensor:
     if check:
@@ -58,6 +59,7 @@ def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, check):
 
 # ---------------------------------------------------------------- all-vs-all ---------
 @torch.library.custom_op("torchalign::hamming_cdist", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def hamming_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor,
                   n_symbols: int, code_bound: int, check: bool) -> Tensor:
     na, nb = a_offsets.numel() - 1, b_offsets.numel() - 1
@@ -144,6 +146,7 @@ def _window_checks(name: str, text_codes, text_offsets, pat_codes, pat_offsets, 
 
 
 @torch.library.custom_op("torchalign::hamming_profile", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def hamming_profile(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
                     table: Optional[Tensor], n_symbols: int, code_bound: int, max_len: int, check: bool) -> Tensor:
     if check:
@@ -167,6 +170,7 @@ FIRST_CAPACITY = 1 << 16  # hit slots of the first launch; a second launch sizes
 
 
 @torch.library.custom_op("torchalign::kmismatch_search", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def kmismatch_search(text_codes: Tensor, text_offsets: Tensor, pat_codes: Tensor, pat_offsets: Tensor,
                      k: int, table: Optional[Tensor], complement: Optional[Tensor], max_hits: int,
                      n_symbols: int, code_bound: int, max_len: int, check: bool

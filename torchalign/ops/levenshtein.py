@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..cpu import rapidfuzz_levenshtein as cpu
 from . import checks
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 
 DEVICES = ("cpu", "cuda")
 ALGORITHMS = ("auto", "myers", "dp")
@@ -71,6 +71,7 @@ def _kernel(a_codes, a_offsets, la, b_codes, b_offsets, lb, a_longest, b_longest
 
 
 @torch.library.custom_op("torchalign::levenshtein", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def levenshtein(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor, n_symbols: int,
                 max_distance: int, a_longest: int, b_longest: int, code_bound: int, algorithm: str,
                 check: bool) -> Tensor:
@@ -85,6 +86,7 @@ def _(a_codes, a_offsets, b_codes, b_offsets, n_symbols, max_distance, a_longest
 
 
 @torch.library.custom_op("torchalign::levenshtein_cdist", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def levenshtein_cdist(a_codes: Tensor, a_offsets: Tensor, b_codes: Tensor, b_offsets: Tensor, n_symbols: int,
                       max_distance: int, a_longest: int, b_longest: int, code_bound: int, algorithm: str,
                       check: bool) -> Tensor:

@@ -20,12 +20,13 @@ from torch import Tensor
 from ..cpu import primers as cpu
 from . import checks
 from .asm import _kernel_inputs
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 
 DEVICES = ("cpu", "cuda")
 
 
 @torch.library.custom_op("torchalign::kdiff_primers", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def kdiff_primers(alpha_codes: Tensor, alpha_offsets: Tensor, beta_codes: Tensor, beta_offsets: Tensor, k: int,
                   n_symbols: int, code_bound: int, first_rows: int, check: bool) -> Tensor:
     if check or (use_kernels(alpha_codes) and code_bound < 0):

@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 
 from ..cpu import soft_align as cpu
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 from .direct import direct, needs_grad
 
 DEVICES = ("cpu", "cuda")
@@ -84,6 +84,7 @@ def _problem(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear):
     return cpu.Problem(_shifted(scores, shift), gap_open, gap_extend, mode, linear, q_lens, t_lens, shift)
 
 
+@on_tensor_device
 def forward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
             shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
     if _one_state(scores, gap_open, linear, checkpoint):
@@ -104,6 +105,7 @@ def _(scores, gap_open, gap_extend, q_lens, t_lens, shift, mode, linear, checkpo
     return scores.new_empty(B), scores.new_empty(B, rows_saved(N, checkpoint), S, M + 1)
 
 
+@on_tensor_device
 def backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor,
              shift: Tensor | None, table: Tensor, value: Tensor, grad: Tensor, mode: int, linear: bool,
              checkpoint: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -111,6 +113,7 @@ def backward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tenso
                           checkpoint)
 
 
+@on_tensor_device
 def _backward_direct(*args):
     """backward() for eager autograd: None for the one-state kernels' gap_extend gradient (linear
     gaps: zero), which autograd takes as zero without a fill on the step's host path."""
@@ -180,6 +183,7 @@ def _tangent_centre(scores, gap_open, gap_extend, q_lens, t_lens, shift, z_score
     return torch.where(clear, d / (n0 + m0).clamp_min(1).to(d.dtype), 0)
 
 
+@on_tensor_device
 def hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_lens: Tensor, shift: Tensor | None,
         table: Tensor, value: Tensor, grad: Tensor, z_scores: Tensor, z_open: Tensor, z_extend: Tensor, mode: int,
         linear: bool, checkpoint: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:

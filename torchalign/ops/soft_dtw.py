@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from ..cpu import soft_dtw as cpu
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 from .direct import direct, needs_grad
 from .soft_align import leading_block
 
@@ -55,6 +55,7 @@ def _check(gamma: Tensor, n: Tensor, m: Tensor, N: int, M: int, bandwidth: int) 
                          f"lies outside the Sakoe-Chiba band; use bandwidth >= {gap} or None")
 
 
+@on_tensor_device
 def forward(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, mu: Tensor | None, bandwidth: int, checkpoint: int,
             check: bool) -> tuple[Tensor, Tensor, Tensor]:
     if check:
@@ -86,6 +87,7 @@ def _(costs, gamma, n, m, mu, bandwidth, checkpoint, check):
             costs.new_empty(_kept_shape(costs, checkpoint)))
 
 
+@on_tensor_device
 def backward(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor,
              mu: Tensor | None, bandwidth: int, checkpoint: int, need_gamma: bool) -> tuple[Tensor, Tensor]:
     grad = grad.contiguous()
@@ -104,6 +106,7 @@ def _(grad, costs, gamma, saved, kept, n, m, mu, bandwidth, checkpoint, need_gam
     return torch.empty_like(costs), gamma.new_empty(costs.shape[0])
 
 
+@on_tensor_device
 def hvp(grad: Tensor, costs: Tensor, gamma: Tensor, saved: Tensor, kept: Tensor, n: Tensor, m: Tensor,
         mu: Tensor | None, bandwidth: int, checkpoint: int, v_costs: Tensor, v_gamma: Tensor, gamma_terms: bool
         ) -> tuple[Tensor, Tensor, Tensor]:
@@ -140,6 +143,7 @@ CENTRE_BLOCK = 64
 DRIFT_CLEAR = 4.0  # (_tangent_centre)
 
 
+@on_tensor_device
 def centre_impl(costs: Tensor, gamma: Tensor, n: Tensor, m: Tensor, bandwidth: int) -> Tensor:
     """mu [B], R's growth per unit of i + j estimated from a leading block of each pair (its
     shape scaled to CENTRE_BLOCK a side, ops.soft_align.leading_block), for the ops'

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from . import checks
-from .backend import use_kernels
+from .backend import use_kernels, on_tensor_device
 from .levenshtein import DEVICES, _distances
 
 TILE_BYTES = 1 << 30  # working memory of one tile: its distances and their reduction
@@ -63,6 +63,7 @@ def _tile_distances(a_codes, a_offsets, a_lens, r0, r1, b_codes, b_offsets, b_lo
 
 
 @torch.library.custom_op("torchalign::levenshtein_topk", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def levenshtein_topk(q_codes: Tensor, q_offsets: Tensor, r_codes: Tensor, r_offsets: Tensor, n_symbols: int,
                      k: int, max_distance: int, q_longest: int, r_longest: int, code_bound: int, algorithm: str,
                      check: bool) -> tuple[Tensor, Tensor]:
@@ -101,6 +102,7 @@ def _(q_codes, q_offsets, r_codes, r_offsets, n_symbols, k, max_distance, q_long
 
 
 @torch.library.custom_op("torchalign::near_duplicates", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def near_duplicates(codes: Tensor, offsets: Tensor, n_symbols: int, max_distance: int, longest: int,
                     code_bound: int, algorithm: str, max_pairs: int, check: bool) -> tuple[Tensor, Tensor, Tensor]:
     longest, _, code_bound = _prepare(("seqs", "seqs"), codes, offsets, codes[:0], offsets[:1] * 0, n_symbols,

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..cpu import parasail_traceback as cpu
 from .align import DEVICES, MODES, _pairs, _validate
-from .backend import kernels, use_kernels
+from .backend import kernels, use_kernels, on_tensor_device
 
 MAX_CELLS = 1 << 30  # direction bytes per call (1 GiB): a 5,000 x 35,000 pair needs 175 M
 
@@ -44,6 +44,7 @@ def _check_pairs(pair_q: Tensor, pair_t: Tensor, n_q: int, n_t: int) -> None:
 
 
 @torch.library.custom_op("torchalign::traceback", mutates_args=(), device_types=DEVICES)
+@on_tensor_device
 def traceback(q_codes: Tensor, q_offsets: Tensor, t_codes: Tensor, t_offsets: Tensor, pair_q: Tensor,
               pair_t: Tensor, table: Tensor,
               gap_open: int, gap_extend: int, mode: str, q_longest: int, t_longest: int, max_cells: int,
