@@ -28,19 +28,19 @@ INF = float("inf")
 
 
 def _lse(*xs: torch.Tensor) -> torch.Tensor:
-    """logsumexp of equal-shape tensors, elementwise, with the running max (-inf stays -inf, no NaN)."""
-    m = xs[0]
-    for x in xs[1:]:
-        m = torch.maximum(m, x)
-    safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    total = sum(torch.exp(x - safe) for x in xs)
-    return torch.where(m == -INF, m, safe + torch.log(total))
+    """logsumexp of equal-shape tensors, elementwise, with the running max (-inf stays -inf,
+    no NaN): one torch call (``logaddexp`` for two, ``logsumexp`` of the stack for more),
+    since a sweep is thousands of small calls on a few hundred cells each."""
+    if len(xs) == 2:
+        return torch.logaddexp(*xs)
+    return torch.logsumexp(torch.stack(xs), 0)
 
 
 def _p(src: torch.Tensor, to: torch.Tensor) -> torch.Tensor:
     """exp(src - to), the probability of an edge whose source value plus weight is ``src``
-    into a node of value ``to``; 0 where the node is unreachable (to = -inf)."""
-    return torch.where(to == -INF, torch.zeros_like(to), torch.exp(src - torch.where(to == -INF, 0.0, to)))
+    into a node of value ``to``; 0 where the node is unreachable (to = -inf: there src - to
+    is +inf or NaN, which no reachable node gives, since src <= to up to rounding)."""
+    return torch.exp(src - to).nan_to_num_(nan=0.0, posinf=0.0)
 
 
 def log_scan(a: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
