@@ -1,4 +1,5 @@
-"""Which implementation an op runs: the Triton kernels or the CPU code.
+"""Which implementation an op runs, the Triton kernels or the CPU code, and on which GPU
+(``on_tensor_device``: its tensors', whatever device is current).
 
 CUDA tensors always take the kernels. CPU tensors take the CPU code, unless
 ``TORCHALIGN_CPU_BACKEND=triton`` is set together with ``TRITON_INTERPRET=1``: then the
