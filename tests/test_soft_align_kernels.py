@@ -11,6 +11,7 @@ from torch.autograd import gradgradcheck
 import torchalign as ta
 from torchalign_kernels import soft_align as kernels
 from torchalign_kernels import soft_align_diag as diag_kernels
+from torchalign_kernels import soft_align_diag3 as diag3_kernels
 from torchalign_kernels import soft_align_diag_bwd as diag_bwd_kernels
 from torchalign_kernels import soft_align_hvp as hvp_kernels
 
@@ -53,7 +54,7 @@ def _small_chunks(monkeypatch, block):
     """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)
     and the one-state kernels' strips of ``block`` rows (more rows cross strip boundaries)."""
     for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, diag_kernels.forward, diag_bwd_kernels.backward,
-               diag_bwd_kernels.hvp):
+               diag_bwd_kernels.hvp, diag3_kernels.forward):
         set_defaults(monkeypatch, fn, block=block)
 
 

@@ -74,6 +74,13 @@ def _one_state(scores: Tensor, gap_open: Tensor, linear: bool, checkpoint: int) 
     return _kernel_path(scores) and linear and checkpoint == 1 and gap_open.shape[1:] == (1, 1)
 
 
+def _three_state_diag(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, linear: bool, checkpoint: int) -> bool:
+    """Whether the three-state forward runs by anti-diagonals (affine gaps of one value per pair,
+    every row saved: the row kernels' table, which their backward reads)."""
+    return (_kernel_path(scores) and not linear and checkpoint == 1 and gap_open.shape[1:] == (1, 1)
+            and gap_extend.shape[1:] == (1, 1))
+
+
 def _shifted(scores: Tensor, shift: Tensor | None) -> Tensor:
     """The scores the DP reads: less 2 shift[b] (paths without the one-state kernels, which
     subtract it as they load)."""
@@ -89,6 +96,8 @@ def forward(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor
             shift: Tensor | None, mode: int, linear: bool, checkpoint: int) -> tuple[Tensor, Tensor]:
     if _one_state(scores, gap_open, linear, checkpoint):
         return kernels("soft_align_diag").forward(scores, gap_open, q_lens, t_lens, mode, shift=shift)
+    if _three_state_diag(scores, gap_open, gap_extend, linear, checkpoint):
+        return kernels("soft_align_diag3").forward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens, mode)
     if _kernel_path(scores):
         return kernels("soft_align").forward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens, mode,
                                              linear, checkpoint)
