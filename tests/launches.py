@@ -223,7 +223,6 @@ def drive_soft_align():
                   torch.randn(2, 40, 8, requires_grad=True), torch.randn(100, 129, 4, requires_grad=True)):
             ta.soft_align(x, 1.0, mode=mode).sum().backward()
             ta.soft_alignment(x, 1.0, mode=mode)[1].sum().backward()  # its Hessian-vector product
-            ta.soft_align(x, 1.0, 0.5, mode=mode).sum().backward()  # affine: the three-state forward's strips
 
 
 

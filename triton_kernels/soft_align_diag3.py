@@ -7,11 +7,11 @@ The recurrences are soft_align.py's (temperature 1; o, e the pair's gap open and
     X[i, j] = lse(lse(M, Y at (i, j-1)) - o, X[i, j-1] - e)
 Lane l of a program holds row i = r0 + l + 1 of a strip of up to BLOCK rows, and step t is
 anti-diagonal t (column j = t - l), as in soft_align_diag.py. X comes from the lane's own
-last cell; Y and M from the lane above, which hands down, by one ``tl.gather`` each, what
-its cell gives the cell below: lse(M - o, X - o, Y - e) (Y's in-edges) and V = lse(M, X, Y)
+last cell; Y and M from the lane above, which hands down, by one ``tl.gather``, what its
+cell gives the cell below: lse(M - o, X - o, Y - e) (Y's in-edges) and V = lse(M, X, Y)
 (M's diagonal, a step later). Lane 0 computes both from the row above in the table. The
 row kernels (a program per pair, a row scan per step) leave most SMs idle on batches of a
-few long pairs and run a ~4 us row scan per row (benchmarks/NOTES.md, session 41).
+few long pairs and take ~4 us a row (benchmarks/NOTES.md, session 41).
 
 The table is the row kernels' [B, N + 1, 3, M + 1] (M, X, Y rows of every DP row), so their
 backward sweep and Hessian-vector product read it unchanged. A lane keeps its last eight
@@ -31,21 +31,24 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align import NEG, PREFETCH, _latest_last, _load_still, _lse2, _lse3, _prefetch, _store8
-from .soft_align_diag import _finish, _wait, _warps, block_for
+from .soft_align_diag import _finish, _wait
 from .spin import GAVE_UP
 
 ROUND = tl.constexpr(8)  # steps a round: one wait, one release, and _store8's eight registers
+# rows a strip: one warp, so the step's gather is a warp shuffle with no barrier. Measured on the
+# H200 against 64, 128 and 256 (four or eight warps, a gather through shared memory): 3-30 %
+# faster at 64 x 512, 256 x 128 and 8 x 2,000 (benchmarks/NOTES.md, session 41)
+BLOCK = 32
 
 
 @triton.jit
-def _top(top, st, j, m, o, e):
-    """(V, Y's in-edge term) of cell (r0, j) of the row above, from the table (past L1:
-    another program writes it); -inf past column m."""
+def _top_load(top, st, j, m):
+    """M, X, Y of cell (r0, j) of the row above, from the table (past L1: another program
+    writes it); -inf past column m."""
     ok = j <= m
-    tm = tl.load(top + j, mask=ok, other=NEG, cache_modifier=".cg")
-    tx = tl.load(top + st + j, mask=ok, other=NEG, cache_modifier=".cg")
-    ty = tl.load(top + 2 * st + j, mask=ok, other=NEG, cache_modifier=".cg")
-    return _lse3(tm, tx, ty), _lse3(tm - o, tx - o, ty - e)
+    return (tl.load(top + j, mask=ok, other=NEG, cache_modifier=".cg"),
+            tl.load(top + st + j, mask=ok, other=NEG, cache_modifier=".cg"),
+            tl.load(top + 2 * st + j, mask=ok, other=NEG, cache_modifier=".cg"))
 
 
 @triton.jit(do_not_specialize=['s_b', 's_i', 'tab_b', 'row', 'B', 'S'])
@@ -89,7 +92,7 @@ def soft_align_diag3_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, q_ptr, t_ptr, t
         tl.debug_barrier()
         seen = m + 1
     acc = tl.full((BLOCK,), NEG, tl.float32)  # the lanes' end terms (global: V at (n, m))
-    idx_up = tl.maximum(offs - 1, 0)
+    idx2 = tl.join(tl.maximum(offs - 1, 0), tl.maximum(offs - 1, 0))  # (each lane reads the lane above)
     r0 = k * BLOCK
     if r0 < n:
         R = tl.minimum(n - r0, BLOCK)
@@ -99,18 +102,20 @@ def soft_align_diag3_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, q_ptr, t_ptr, t
         srow = sp + (r0 + offs).to(tl.int64) * s_i  # row i - 1 of the scores, per lane
         top = tab + r0.to(tl.int64) * row  # the row above the strip
         own = tab + (r0 + 1 + offs).to(tl.int64) * row  # each lane's row (its M; X and Y st, 2 st on)
-        seen = _wait(flag_in, 1, seen)
-        tv, tyd = _top(top, st, 0, m, o, e)
-        up_v = tl.where(offs == 0, tv, NEG)  # V of the cell above, this step
-        up_y = tl.where(offs == 0, tyd, NEG)  # and its term of Y
+        seen = _wait(flag_in, tl.minimum(2, m + 1), seen)
+        tm, tx, ty = _top_load(top, st, 0, m)
+        up_v = tl.where(offs == 0, _lse3(tm, tx, ty), NEG)  # V of the cell above, this step
+        up_y = tl.where(offs == 0, _lse3(tm - o, tx - o, ty - e), NEG)  # and its term of Y
+        tm, tx, ty = _top_load(top, st, 1, m)  # (lane 0's: a step ahead, off the step's chain)
         diag = tl.full((BLOCK,), NEG, tl.float32)  # V of the cell up-left
         h_left = tl.full((BLOCK,), NEG, tl.float32)  # lse(M, Y) of the lane's last cell
         x_left = tl.full((BLOCK,), NEG, tl.float32)  # X of it
-        s_n = tl.zeros((BLOCK,), tl.float32)  # the scores of the next step (step 0 has no column >= 1)
+        s_c = tl.zeros((BLOCK,), tl.float32)  # the scores of steps t and t + 1 (step 0 has no column >= 1)
+        s_n = _load_still(srow, lane & (offs == 0) & (offs + m >= 1), 0.0)
         t = 0
         T = R + m
         while t < T:  # ROUND steps a round, no branch inside
-            seen = _wait(flag_in, tl.minimum(t + ROUND + 1, m + 1), seen)
+            seen = _wait(flag_in, tl.minimum(t + ROUND + 2, m + 1), seen)
             t0 = t
             m0, m1, m2, m3, m4, m5, m6, m7 = _eight(BLOCK)
             x0, x1, x2, x3, x4, x5, x6, x7 = _eight(BLOCK)
@@ -118,12 +123,15 @@ def soft_align_diag3_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, q_ptr, t_ptr, t
             for _ in tl.static_range(ROUND):
                 j = t - offs
                 live = lane & (j >= 0) & (j <= m)
-                s = s_n
-                jn = j + 1
+                s = s_c
+                s_c = s_n
+                jn = j + 2
                 s_n = _load_still(srow + jn - 1, lane & (jn >= 1) & (jn <= m), 0.0)
                 jp = j + PREFETCH
                 _prefetch(srow + jp - 1, lane & (jp >= 1) & (jp <= m))
-                tv, tyd = _top(top, st, t + 1, m, o, e)  # lane 0's inputs of the next step
+                tv = _lse3(tm, tx, ty)  # lane 0's inputs of the next step: cell (r0, t + 1)
+                tyd = _lse3(tm - o, tx - o, ty - e)
+                tm, tx, ty = _top_load(top, st, t + 2, m)
                 d = diag
                 if MODE == 1:
                     d = _lse2(d, tl.zeros_like(d))  # an alignment may start here
@@ -144,8 +152,9 @@ def soft_align_diag3_fwd_kernel(s_ptr, s_b, s_i, go_ptr, ge_ptr, q_ptr, t_ptr, t
                 x0, x1, x2, x3, x4, x5, x6, x7 = _latest_last(x1, x2, x3, x4, x5, x6, x7, xc)
                 y0, y1, y2, y3, y4, y5, y6, y7 = _latest_last(y1, y2, y3, y4, y5, y6, y7, yc)
                 diag = up_v
-                up_v = tl.where(offs == 0, tv, tl.gather(v, idx_up, 0))
-                up_y = tl.where(offs == 0, tyd, tl.gather(_lse3(mc - o, xc - o, yc - e), idx_up, 0))
+                gv, gy = tl.split(tl.gather(tl.join(v, _lse3(mc - o, xc - o, yc - e)), idx2, 0))  # (one gather)
+                up_v = tl.where(offs == 0, tv, gv)
+                up_y = tl.where(offs == 0, tyd, gy)
                 t += 1
             c0 = t0 - offs  # the round's first column in each lane
             _store8(own, c0, m0, m1, m2, m3, m4, m5, m6, m7, lane, 0, 7, m + 1)
@@ -190,14 +199,14 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, block=None)
     table = torch.empty((B, N + 1, 3, M + 1), dtype=torch.float32, device=s.device)
     out = s.new_empty(B)
     if B:
-        blk = block or block_for(B, N, s.device)
+        blk = block or BLOCK
         S = max(1, triton.cdiv(N, blk))
         part = s.new_empty(B, S)
         sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
         go = gap_open.float().reshape(B).contiguous()
         ge = gap_extend.float().reshape(B).contiguous()
         _launch((B * S,), s, N * M, M, go, ge, q_lens, t_lens, table, table.stride(0), table.stride(1), part, out,
-                sync, B, S, mode, BLOCK=blk, num_warps=_warps(blk))
+                sync, B, S, mode, BLOCK=blk, num_warps=max(1, blk // 32))
     return out, table
 
 
