@@ -439,8 +439,8 @@ def test_centring_of_whole_pairs_equals_the_leading_block(monkeypatch, N, M):
     s = torch.randn(2, N, M, generator=torch.Generator().manual_seed(N + M)) + 0.5
     lengths = (torch.full((2,), N), torch.full((2,), M))
     go = torch.full((2, 1, 1), 1.0)
-    c = mod._centre(s, go, *lengths, True)
-    assert torch.equal(c, mod._centre(s, go, *lengths, False)) and (c != 0).all()
+    c = mod._centre(s, go, go, True, *lengths, True)
+    assert torch.equal(c, mod._centre(s, go, go, True, *lengths, False)) and (c != 0).all()
     for a, b in zip(ta.soft_alignment(s, 1.0), ta.soft_alignment(s, 1.0, lengths=lengths)):
         assert torch.equal(a, b)
 
@@ -516,3 +516,39 @@ def test_numbers_become_cached_constants():
     (again[0].sum() + again[1].sum()).backward()
     assert all(torch.equal(u, v.detach()) for u, v in zip(first, again)) and torch.isfinite(x.grad).all()
     assert len(inputs._CONSTANTS) >= 3
+
+
+@pytest.mark.parametrize("checkpoint", [1, 3])
+def test_centring_of_affine_global_pairs_is_exact(checkpoint):
+    """Affine gaps (the three-state path, every row kept or checkpoints): scores - 2c and
+    both gaps + c lower every global alignment by c (n + m) and change nothing else: value,
+    gradients, gap gradients and the Hessian-vector product equal the plain problem's
+    (float64, 1e-9)."""
+    B, N, M = 3, 20, 26
+    s, go, ge, (q, t) = ref.random_batch(B, N, M, torch.float64, seed=23)
+    go, ge = go.reshape(B, 1, 1), ge.reshape(B, 1, 1)
+    c = torch.tensor([0.7, -1.3, 2.9], dtype=torch.float64)
+    z = torch.randn(B, N, M, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    zo, ze = (torch.randn(B, 1, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(k)) for k in (2, 3))
+    grad = torch.tensor([0.5, 1.0, 1.5], dtype=torch.float64)
+    out = []
+    for shift, o, e in ((None, go, ge), (c, go + c[:, None, None], ge + c[:, None, None])):
+        value, table = torch.ops.torchalign.soft_align(s, o, e, q, t, shift, 0, False, checkpoint)
+        first = torch.ops.torchalign.soft_align_backward(s, o, e, q, t, shift, table, value, grad, 0, False, checkpoint)
+        second = torch.ops.torchalign.soft_align_hvp(s, o, e, q, t, shift, table, value, grad, z, zo, ze, 0, False,
+                                                     checkpoint)
+        out.append((value, *first, *second))
+    torch.testing.assert_close(out[1][0] + c * (q + t), out[0][0], rtol=1e-12, atol=1e-9)
+    for a, b in zip(out[1][1:], out[0][1:]):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-9)
+
+
+def test_centring_keeps_long_affine_global_pairs_exact(monkeypatch):
+    """A float32 affine pair of 1,100 x 1,100, global, centred (CENTRE_FROM lowered): the
+    expected alignment within 3e-5 of float64, as the linear pairs'."""
+    monkeypatch.setattr(sys.modules["torchalign.soft_align"], "CENTRE_FROM", 2200)
+    s = torch.randn(1, 1100, 1100, generator=torch.Generator().manual_seed(0))
+    v32, P32 = ta.soft_alignment(s, 1.0, 0.25)
+    v64, P64 = ta.soft_alignment(s.double(), 1.0, 0.25)
+    torch.testing.assert_close(v32.double(), v64, rtol=1e-6, atol=0)
+    assert (P32.double() - P64).abs().max() <= 3e-5

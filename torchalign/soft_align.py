@@ -137,16 +137,17 @@ def _lengths(lengths, B, N, M, device):
 CENTRE_FROM = 3000
 
 
-def _centre(x, go, q_lens, t_lens, full: bool):
-    """c [B], the growth of the one-state V per unit of i + j, from a global leading block
-    of each pair (ops.soft_align.leading_block): global alignments all span n + m, so
-    scores - 2c and gap + c give every alignment the same score less c (n + m), the same
-    probabilities, and a table V - c (i + j) of small numbers whose float32 rounding no
-    longer grows with the length (at 10,000^2 the expected alignment was 1.5e-3 off
-    float64 without it; local 1.79e-3, semiglobal 1.65e-3 on the CPU, 2.3e-5 and 1.5e-5
-    centred). Local and semiglobal alignments span less; the ops give their starts and ends
-    the difference to n + m (ops.soft_align, ``shift``). Exact in exact arithmetic; only
-    rounding changes. The
+def _centre(x, go, ge, linear: bool, q_lens, t_lens, full: bool):
+    """c [B], the growth of V per unit of i + j, from a global leading block of each pair
+    (ops.soft_align.leading_block): global alignments all span n + m, so scores - 2c and
+    gaps + c (each gap position, opening or extending) give every alignment the same score
+    less c (n + m), the same probabilities, and a table V - c (i + j) of small numbers whose
+    float32 rounding no longer grows with the length (at 10,000^2 the expected alignment
+    was 1.5e-3 off float64 without it; local 1.79e-3, semiglobal 1.65e-3 on the CPU, 2.3e-5
+    and 1.5e-5 centred). Local and semiglobal alignments span less; the one-state kernels
+    give their starts and ends the difference to n + m (ops.soft_align, ``shift``), so with
+    affine gaps (three-state kernels) only global pairs are centred. Exact in exact
+    arithmetic; only rounding changes. The
     Hessian-vector product centres its tangents the same way (ops.soft_align). ``full``:
     every pair is the whole N x M, so is every block, and its sides are two numbers (a dozen
     fewer small launches before the forward)."""
@@ -160,8 +161,8 @@ def _centre(x, go, q_lens, t_lens, full: bool):
         else:
             n0, m0 = leading_block(q_lens, t_lens)
             span = (n0 + m0).clamp_min(1)
-        g = go.detach()
-        return op_value(x.detach()[:, :K, :K], g, g, n0, m0, None, MODES.index("global"), True, 1) / span
+        g_open, g_ext = go.detach(), ge.detach()
+        return op_value(x.detach()[:, :K, :K], g_open, g_ext, n0, m0, None, MODES.index("global"), linear, 1) / span
 
 
 def _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoint):
@@ -201,11 +202,12 @@ def _prepare(scores, gap_open, gap_extend, mode, temperature, lengths, checkpoin
         K = checkpoint
     else:
         raise ValueError(f"checkpoint: expected None, 'auto' or an int >= 1 (save every K-th row), got {checkpoint!r}")
-    shift = None  # the centring where the one-state path runs in float32 on long pairs
-    if (linear and K == 1 and go.shape[1:] == (1, 1) and x.dtype == torch.float32
-            and N + M >= CENTRE_FROM):
-        shift = _centre(x, go, q_lens, t_lens, lengths is None)
-        go = ge = go + shift[:, None, None]
+    shift = None  # the centring of long float32 pairs: one-state (linear, every row kept), or global
+    if ((linear and K == 1 or mode == "global") and go.shape[1:] == (1, 1) and ge.shape[1:] == (1, 1)
+            and x.dtype == torch.float32 and N + M >= CENTRE_FROM):
+        shift = _centre(x, go, ge, linear, q_lens, t_lens, lengths is None)
+        go = go + shift[:, None, None]
+        ge = go if linear else ge + shift[:, None, None]
     args = (x, go, ge, q_lens, t_lens, shift, MODES.index(mode), linear, K)
     return args, (T, N + M if lengths is None else None)
 
