@@ -3,7 +3,6 @@ pytest process; small sizes, small BLOCK to cross chunk boundaries) against the 
 and on a GPU (pytest -m gpu) against the float64 CPU path, long pairs, torch.compile."""
 
 import sys
-from contextlib import nullcontext
 from unittest import mock
 
 import pytest
@@ -406,33 +405,26 @@ def test_cuda_real_proteins(mode):
 def test_cuda_long_pairs():
     """No length limit: 8 pairs of 10,000 x 10,000 (the saved table, 2.4 G floats, indexes
     past 2^31; ~17 GB in all) and 10,000 x 7,000 with linear gaps; full and checkpointed
-    state give the same numbers, and the gradient is a distribution (each query residue
-    aligned at most once). Affine: the checkpoints against every row kept by the same
-    three-state row kernels, the same arithmetic (rel 1e-6, abs 1e-5); the full state's
-    default forward, by anti-diagonals, is another float32 rounding of the same sums, both
-    centred (global): the issue's bar, rel 1e-5 and abs 1e-3 (uncentred, each path was
-    within 1e-3 of float64 at 10,000^2 but 2.1e-3 from the other: NOTES.md, session 41).
-    Linear: the full state runs the one-state anti-diagonal kernels and the checkpoints
-    the three-state row kernel (rel 3.7e-6 apart at 10,000 x 7,000): the issue's bar."""
+    state give the same numbers to the issue's float32 bar (rel 1e-5, abs 1e-3), and the
+    gradient is a distribution (each query residue aligned at most once). The two are
+    different float32 roundings of one sum: affine, the forward by anti-diagonals against
+    the row kernels' checkpoints, both centred (global), each 1.6e-4 off float64 at
+    10,000^2 (uncentred 9.7e-4 and 7.2e-4, and 2.1e-3 from each other over these 8 pairs;
+    NOTES.md, session 41); linear, the one-state kernels against the three-state row
+    kernel (rel 3.7e-6 apart at 10,000 x 7,000)."""
     g = torch.Generator(device="cuda").manual_seed(0)
     for B, N, M, extend in ((8, 10_000, 10_000, 0.25), (1, 10_000, 7_000, None)):
         s = torch.randn(B, N, M, device="cuda", generator=g)
         out = []
-        for ck, by_rows in (("auto", False), (None, True), (None, False)):
-            if by_rows and extend is None:
-                continue
+        for ck in ("auto", None):
             x = s.clone().requires_grad_()
-            with mock.patch.object(ops_soft_align, "_three_state_diag", lambda *a: False) if by_rows else nullcontext():
-                v = ta.soft_align(x, 1.0, extend, mode="global", checkpoint=ck)
-                v.sum().backward()
+            v = ta.soft_align(x, 1.0, extend, mode="global", checkpoint=ck)
+            v.sum().backward()
             out.append((v.detach(), x.grad))
             del x, v
-        rtol, atol = (1e-6, 1e-5) if extend is not None else (1e-5, 1e-3)
-        torch.testing.assert_close(out[0][0], out[1][0], rtol=rtol, atol=0)
-        torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=atol)
-        torch.testing.assert_close(out[-1][0], out[0][0], rtol=1e-5, atol=0)
-        torch.testing.assert_close(out[-1][1], out[0][1], rtol=0, atol=1e-3)
-        P = out[-1][1]
+        torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-5, atol=0)
+        torch.testing.assert_close(out[0][1], out[1][1], rtol=0, atol=1e-3)
+        P = out[1][1]
         assert torch.isfinite(P).all() and (P >= 0).all() and (P.sum(2) <= 1 + 1e-3).all()
         del out, P, s
         torch.cuda.empty_cache()
