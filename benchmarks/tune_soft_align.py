@@ -3,6 +3,7 @@
 gap_open gives the same value), each checked against the float64 CPU path.
 
     python benchmarks/tune_soft_align.py [--runs 5] [--sizes 64x512x512,256x128x128]
+    python benchmarks/tune_soft_align.py --affine 64x512x512,8x2000x2000   # the three-state forwards
 
 Prints, per size and mode: forward and forward + backward medians (CUDA events, min..max
 over --runs) of both kernels, the one-state kernel's value rel error and gradient abs error
@@ -53,6 +54,34 @@ def kernel_variants(sizes, runs):
             b = timed(lambda: DB.backward(s, g, n, m, tab, v, gr, 0, block=blk, warps=w), runs)
             print(f"{size} BLOCK {blk} warps {w} hand-off {h}: fwd {f[0]:.3f} ({f[1]:.3f}..{f[2]:.3f}) bwd {b[0]:.3f} "
                   f"({b[1]:.3f}..{b[2]:.3f}) ms", flush=True)
+
+
+def affine_forward(sizes, runs, device):
+    """The three-state forward kernels alone on the same inputs, by rows (soft_align.forward)
+    and by anti-diagonals (soft_align_diag3.forward), gap open 1.5 and extend 0.5, global and
+    local: medians (min..max), the values' rel difference and the tables' max abs difference
+    over the cells both reach (RESULTS.md, session 41)."""
+    from torchalign_kernels import soft_align as rows
+    from torchalign_kernels import soft_align_diag3 as diag3
+
+    for size in sizes:
+        B, N, M = (int(x) for x in size.split("x"))
+        s = torch.randn(B, N, M, generator=torch.Generator().manual_seed(18)).to(device)
+        n = torch.full((B,), N, device=device)
+        m = torch.full((B,), M, device=device)
+        go, ge = torch.full((B, 1, 1), 1.5, device=device), torch.full((B, 1, 1), 0.5, device=device)
+        for mode, name in ((0, "global"), (1, "local")):
+            by_rows = lambda: rows.forward(s, go, ge, n, m, mode, False, 1)  # noqa: E731
+            by_diag = lambda: diag3.forward(s, go, ge, n, m, mode)  # noqa: E731
+            (v1, t1), (v2, t2) = by_rows(), by_diag()
+            both = torch.isfinite(t1) & torch.isfinite(t2)
+            dv = ((v1 - v2).abs() / v1.abs().clamp_min(1e-30)).max().item()
+            dt = (t1[both] - t2[both]).abs().max().item() if both.any() else 0.0
+            del t1, t2, both
+            f1 = soft_align_bench.timed(by_rows, torch.device(device), runs)
+            f2 = soft_align_bench.timed(by_diag, torch.device(device), runs)
+            print(f"{size} {name}: forward by rows {f1[0]:.3f} ({f1[1]:.3f}..{f1[2]:.3f}) ms, by anti-diagonals "
+                  f"{f2[0]:.3f} ({f2[1]:.3f}..{f2[2]:.3f}) ms; values rel {dv:.1e} apart, tables {dt:.1e}", flush=True)
 
 
 def long_pair():
@@ -114,9 +143,13 @@ def main():
     ap.add_argument("--sizes", default="64x512x512,256x128x128,8x2000x2000,4x10000x10000")
     ap.add_argument("--modes", default="global,local,semiglobal")
     ap.add_argument("--kernels", default="", help="sizes for the warps-per-program sweep of the kernels alone")
+    ap.add_argument("--affine", default="", help="sizes for the three-state forward kernels, by rows and by anti-diagonals")
     ap.add_argument("--long", action="store_true", help="the 10,000 x 7,000 comparison")
     ap.add_argument("--profile", action="store_true", help="a host profile of forward + backward")
     args = ap.parse_args()
+    if args.affine:
+        affine_forward(args.affine.split(","), args.runs, "cuda" if torch.cuda.is_available() else "cpu")
+        return
     print(torch.cuda.get_device_name(), torch.__version__)
     if args.kernels:
         kernel_variants(args.kernels.split(","), args.runs)
