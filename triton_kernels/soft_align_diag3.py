@@ -31,7 +31,7 @@ import triton.language as tl
 from .cache_keys import settle_module
 from .launch import Launcher
 from .soft_align import NEG, PREFETCH, _latest_last, _load_still, _lse2, _lse3, _prefetch, _store8
-from .soft_align_diag import _finish, _wait
+from .soft_align_diag import _finish, _wait, f32
 from .spin import GAVE_UP
 
 ROUND = tl.constexpr(8)  # steps a round: one wait, one release, and _store8's eight registers
@@ -194,7 +194,7 @@ def _eight(BLOCK: tl.constexpr):
 def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, block=None):
     """(value [B], table [B, N + 1, 3, M + 1]) as soft_align.forward's with K = 1, for gaps of
     one value per pair (``gap_open``, ``gap_extend``: [B] or [B, 1, 1])."""
-    s = scores.float().contiguous()
+    s = f32(scores)
     B, N, M = s.shape
     table = torch.empty((B, N + 1, 3, M + 1), dtype=torch.float32, device=s.device)
     out = s.new_empty(B)
@@ -203,8 +203,8 @@ def forward(scores, gap_open, gap_extend, q_lens, t_lens, mode: int, block=None)
         S = max(1, triton.cdiv(N, blk))
         part = s.new_empty(B, S)
         sync = torch.zeros(2 + B * S + B, dtype=torch.int32, device=s.device)
-        go = gap_open.float().reshape(B).contiguous()
-        ge = gap_extend.float().reshape(B).contiguous()
+        go = f32(gap_open.reshape(B))
+        ge = f32(gap_extend.reshape(B))
         _launch((B * S,), s, N * M, M, go, ge, q_lens, t_lens, table, table.stride(0), table.stride(1), part, out,
                 sync, B, S, mode, BLOCK=blk, num_warps=max(1, blk // 32))
     return out, table
