@@ -57,12 +57,15 @@ def kernel_variants(sizes, runs):
 
 
 def affine_forward(sizes, runs, device):
-    """The three-state forward kernels alone on the same inputs, by rows (soft_align.forward)
-    and by anti-diagonals (soft_align_diag3.forward), gap open 1.5 and extend 0.5, global and
-    local: medians (min..max), the values' rel difference and the tables' max abs difference
-    over the cells both reach (RESULTS.md, session 41)."""
+    """The three-state kernels alone on the same inputs, by rows (soft_align.forward, .backward)
+    and by anti-diagonals (soft_align_diag3.forward, soft_align_diag3_bwd.backward), gap open
+    1.5 and extend 0.5, global, local and semiglobal: medians (min..max); the values' rel
+    difference and the tables' max abs difference over the cells both reach (RESULTS.md,
+    session 41); both backwards on the anti-diagonal table, their gradients' max abs
+    difference and the gap gradients' max rel one (session 43)."""
     from torchalign_kernels import soft_align as rows
     from torchalign_kernels import soft_align_diag3 as diag3
+    from torchalign_kernels import soft_align_diag3_bwd as diag3_bwd
 
     for size in sizes:
         B, N, M = (int(x) for x in size.split("x"))
@@ -70,7 +73,7 @@ def affine_forward(sizes, runs, device):
         n = torch.full((B,), N, device=device)
         m = torch.full((B,), M, device=device)
         go, ge = torch.full((B, 1, 1), 1.5, device=device), torch.full((B, 1, 1), 0.5, device=device)
-        for mode, name in ((0, "global"), (1, "local")):
+        for mode, name in ((0, "global"), (1, "local"), (2, "semiglobal")):
             by_rows = lambda: rows.forward(s, go, ge, n, m, mode, False, 1)  # noqa: E731
             by_diag = lambda: diag3.forward(s, go, ge, n, m, mode)  # noqa: E731
             (v1, t1), (v2, t2) = by_rows(), by_diag()
@@ -82,6 +85,21 @@ def affine_forward(sizes, runs, device):
             f2 = soft_align_bench.timed(by_diag, torch.device(device), runs)
             print(f"{size} {name}: forward by rows {f1[0]:.3f} ({f1[1]:.3f}..{f1[2]:.3f}) ms, by anti-diagonals "
                   f"{f2[0]:.3f} ({f2[1]:.3f}..{f2[2]:.3f}) ms; values rel {dv:.1e} apart, tables {dt:.1e}", flush=True)
+            v, table = by_diag()
+            gr = torch.ones_like(v)
+            back_rows = lambda: rows.backward(s, go, ge, n, m, table, v, gr, mode, False, 1)  # noqa: E731
+            back_diag = lambda: diag3_bwd.backward(go, ge, n, m, table, v, gr, mode)  # noqa: E731
+            w, x = back_rows(), back_diag()
+            dg = (w[0] - x[0]).abs().max().item()
+            dgap = max(((a.reshape(-1) - b.reshape(-1)).abs() / a.reshape(-1).abs().clamp_min(1e-30)).max().item()
+                       for a, b in zip(w[1:], x[1:]))
+            del w, x
+            b1 = soft_align_bench.timed(back_rows, torch.device(device), runs)
+            b2 = soft_align_bench.timed(back_diag, torch.device(device), runs)
+            print(f"{size} {name}: backward by rows {b1[0]:.3f} ({b1[1]:.3f}..{b1[2]:.3f}) ms, by anti-diagonals "
+                  f"{b2[0]:.3f} ({b2[1]:.3f}..{b2[2]:.3f}) ms; gradients {dg:.1e} apart, gap gradients rel {dgap:.1e}",
+                  flush=True)
+            del table
 
 
 def long_pair():
@@ -143,7 +161,7 @@ def main():
     ap.add_argument("--sizes", default="64x512x512,256x128x128,8x2000x2000,4x10000x10000")
     ap.add_argument("--modes", default="global,local,semiglobal")
     ap.add_argument("--kernels", default="", help="sizes for the warps-per-program sweep of the kernels alone")
-    ap.add_argument("--affine", default="", help="sizes for the three-state forward kernels, by rows and by anti-diagonals")
+    ap.add_argument("--affine", default="", help="sizes for the three-state kernels, by rows and by anti-diagonals")
     ap.add_argument("--long", action="store_true", help="the 10,000 x 7,000 comparison")
     ap.add_argument("--profile", action="store_true", help="a host profile of forward + backward")
     args = ap.parse_args()

@@ -14,6 +14,7 @@ from torchalign.ops import soft_align as ops_soft_align
 from torchalign_kernels import soft_align as kernels
 from torchalign_kernels import soft_align_diag as diag_kernels
 from torchalign_kernels import soft_align_diag3 as diag3_kernels
+from torchalign_kernels import soft_align_diag3_bwd as diag3_bwd_kernels
 from torchalign_kernels import soft_align_diag_bwd as diag_bwd_kernels
 from torchalign_kernels import soft_align_hvp as hvp_kernels
 
@@ -56,7 +57,7 @@ def _small_chunks(monkeypatch, block):
     """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)
     and the one-state kernels' strips of ``block`` rows (more rows cross strip boundaries)."""
     for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, diag_kernels.forward, diag_bwd_kernels.backward,
-               diag_bwd_kernels.hvp, diag3_kernels.forward):
+               diag_bwd_kernels.hvp, diag3_kernels.forward, diag3_bwd_kernels.backward):
         set_defaults(monkeypatch, fn, block=block)
 
 
@@ -257,6 +258,35 @@ def test_kernels_backward_rows_of_a_width_of_four(monkeypatch):
     torch.testing.assert_close(got[3], want[3], rtol=1e-4, atol=1e-4)
     for b in range(4):
         assert (got[1][b, n[b]:] == 0).all() and (got[1][b, :, m[b]:] == 0).all()
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_three_state_backward_by_antidiagonals_equals_rows(mode):
+    """soft_align_diag3_bwd (adjoints by anti-diagonals, strips of 4 rows handing up through
+    the buffer, and of the default 32) against the row kernels' backward on the same table:
+    ragged lengths with empty sides, one row, one column, pairs of 6 strips; scores of
+    unit scale and of 1e3 (temperature 1e-3: the edge probabilities' own maxima), where the
+    gradient stays finite. Padding gradients are exactly 0."""
+    g = torch.Generator().manual_seed(40 + mode)
+    n = torch.tensor([24, 0, 1, 17, 24, 3, 0])
+    m = torch.tensor([13, 5, 0, 13, 1, 13, 0])
+    B, N, M = len(n), 24, 13
+    go = torch.rand(B, generator=g) + 0.5
+    ge = torch.rand(B, generator=g) * 0.5
+    grad = torch.linspace(0.5, 1.5, B)
+    for scale, block in ((1.0, 4), (1.0, None), (1e3, 4)):
+        s = torch.randn(B, N, M, generator=g) * scale
+        value, table = diag3_kernels.forward(s, go * scale, ge * scale, n, m, mode, block=block)
+        want = kernels.backward(s, (go * scale)[:, None, None], (ge * scale)[:, None, None], n, m, table, value,
+                                grad, mode, False, 1)
+        got = diag3_bwd_kernels.backward(go * scale, ge * scale, n, m, table, value, grad, mode, block=block)
+        assert all(torch.isfinite(x).all() for x in got)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-4)
+        for a, b in zip(got[1:], want[1:]):
+            torch.testing.assert_close(a, b.reshape(a.shape), rtol=1e-4, atol=1e-4)
+        for b in range(B):
+            assert (got[0][b, n[b]:] == 0).all() and (got[0][b, :, m[b]:] == 0).all()
 
 
 # ---- GPU -------------------------------------------------------------------------------

@@ -137,7 +137,10 @@ def _backward_impl(scores, gap_open, gap_extend, q_lens, t_lens, shift, table, v
         dg = dg.view(gap_open.shape)
         return (gs, dg if dg.dtype == gap_open.dtype else dg.to(gap_open.dtype),
                 torch.zeros_like(gap_extend) if zero_extend else None)
-    if _kernel_path(scores):
+    if _three_state_diag(scores, gap_open, gap_extend, linear, checkpoint):  # (no scores: the table's values suffice)
+        gs, go, ge = kernels("soft_align_diag3_bwd").backward(gap_open, gap_extend, q_lens, t_lens, table, value, grad,
+                                                              mode)
+    elif _kernel_path(scores):
         gs, go, ge = kernels("soft_align").backward(_shifted(scores, shift), gap_open, gap_extend, q_lens, t_lens,
                                                     table, value, grad, mode, linear, checkpoint)
     else:
