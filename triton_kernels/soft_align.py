@@ -17,8 +17,9 @@ right to left) recomputes each segment of K rows from its checkpoint, then the e
 probabilities from the values (normalised per node, so they sum to 1 even where float32
 rounding is large against the temperature), and runs the in-row adjoint recurrence
 QX[j] = Q[j] + p_ext QX[j + 1] as a (value, factor) scan in reverse column order.
-With gaps of one value per pair and every row kept, the forward into this table runs by
-anti-diagonals instead (soft_align_diag3.py); this backward reads it.
+With affine gaps of one value per pair and every row kept, the forward into this table and
+the backward from it run by anti-diagonals instead (soft_align_diag3.py,
+soft_align_diag3_bwd.py); the Hessian-vector product's sweeps here read that table.
 
 Pure: imports only torch and triton.
 """

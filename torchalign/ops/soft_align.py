@@ -30,8 +30,10 @@ float32 CUDA tensors (and CPU tensors with TORCHALIGN_CPU_BACKEND=triton under t
 interpreter) run the Triton kernels. Linear gaps of one value per pair without
 checkpoints run torchalign_kernels.soft_align_diag (forward) and soft_align_diag_bwd
 (backward): one state by anti-diagonals, 4 B per cell, table [B, N + 1, 1, M + 1]
-(S = 1; its own slot order). Everything else runs the three-state kernels of
-torchalign_kernels.soft_align (S = 3). The Hessian-vector product of the one-state table
+(S = 1; its own slot order). Affine gaps of one value per pair without checkpoints run
+soft_align_diag3 (forward) and soft_align_diag3_bwd (backward, from the table's values
+alone: no scores): three states by anti-diagonals into the row kernels' table. Everything
+else runs the three-state row kernels of torchalign_kernels.soft_align (S = 3). The Hessian-vector product of the one-state table
 runs soft_align_diag_bwd.hvp (a tangent sweep and a backward sweep with the adjoints'
 derivatives, the tangents 4 B per cell more); of the three-state table soft_align_hvp
 (with soft_align's backward kernel), which reads the saved table when every row was kept
