@@ -61,11 +61,14 @@ def affine_forward(sizes, runs, device):
     and by anti-diagonals (soft_align_diag3.forward, soft_align_diag3_bwd.backward), gap open
     1.5 and extend 0.5, global, local and semiglobal: medians (min..max); the values' rel
     difference and the tables' max abs difference over the cells both reach (RESULTS.md,
-    session 41); both backwards on the anti-diagonal table, their gradients' max abs
-    difference and the gap gradients' max rel one (session 43)."""
+    session 41); both backwards and both Hessian-vector products (soft_align_hvp.hvp,
+    soft_align_diag3_hvp.hvp) on the anti-diagonal table, their gradients' max abs difference
+    and the other outputs' max rel one (session 43)."""
     from torchalign_kernels import soft_align as rows
     from torchalign_kernels import soft_align_diag3 as diag3
     from torchalign_kernels import soft_align_diag3_bwd as diag3_bwd
+    from torchalign_kernels import soft_align_diag3_hvp as diag3_hvp
+    from torchalign_kernels import soft_align_hvp as rows_hvp
 
     for size in sizes:
         B, N, M = (int(x) for x in size.split("x"))
@@ -99,6 +102,20 @@ def affine_forward(sizes, runs, device):
             print(f"{size} {name}: backward by rows {b1[0]:.3f} ({b1[1]:.3f}..{b1[2]:.3f}) ms, by anti-diagonals "
                   f"{b2[0]:.3f} ({b2[1]:.3f}..{b2[2]:.3f}) ms; gradients {dg:.1e} apart, gap gradients rel {dgap:.1e}",
                   flush=True)
+            zs = torch.randn_like(s)
+            zo, ze = torch.randn_like(go), torch.randn_like(ge)
+            hvp_rows = lambda: rows_hvp.hvp(s, go, ge, n, m, v, gr, zs, zo, ze, mode, False, table=table)  # noqa: E731
+            hvp_diag = lambda: diag3_hvp.hvp(go, ge, n, m, table, v, gr, zs, zo, ze, mode)  # noqa: E731
+            w, x = hvp_rows(), hvp_diag()
+            dg = (w[0] - x[0]).abs().max().item()
+            drest = max(((a.reshape(-1) - b.reshape(-1)).abs() / a.reshape(-1).abs().clamp_min(1e-30)).max().item()
+                        for a, b in zip(w[1:], x[1:]))
+            del w, x
+            h1 = soft_align_bench.timed(hvp_rows, torch.device(device), runs)
+            h2 = soft_align_bench.timed(hvp_diag, torch.device(device), runs)
+            print(f"{size} {name}: Hessian-vector product by rows {h1[0]:.3f} ({h1[1]:.3f}..{h1[2]:.3f}) ms, by "
+                  f"anti-diagonals {h2[0]:.3f} ({h2[1]:.3f}..{h2[2]:.3f}) ms; gradients' derivatives {dg:.1e} apart, "
+                  f"the rest rel {drest:.1e}", flush=True)
             del table
 
 

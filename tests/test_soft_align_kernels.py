@@ -15,6 +15,7 @@ from torchalign_kernels import soft_align as kernels
 from torchalign_kernels import soft_align_diag as diag_kernels
 from torchalign_kernels import soft_align_diag3 as diag3_kernels
 from torchalign_kernels import soft_align_diag3_bwd as diag3_bwd_kernels
+from torchalign_kernels import soft_align_diag3_hvp as diag3_hvp_kernels
 from torchalign_kernels import soft_align_diag_bwd as diag_bwd_kernels
 from torchalign_kernels import soft_align_hvp as hvp_kernels
 
@@ -57,7 +58,8 @@ def _small_chunks(monkeypatch, block):
     """The launchers' column chunks of ``block`` (rows of a few columns cross chunk boundaries)
     and the one-state kernels' strips of ``block`` rows (more rows cross strip boundaries)."""
     for fn in (kernels.forward, kernels.backward, hvp_kernels.hvp, diag_kernels.forward, diag_bwd_kernels.backward,
-               diag_bwd_kernels.hvp, diag3_kernels.forward, diag3_bwd_kernels.backward):
+               diag_bwd_kernels.hvp, diag3_kernels.forward, diag3_bwd_kernels.backward,
+               diag3_hvp_kernels.hvp):
         set_defaults(monkeypatch, fn, block=block)
 
 
@@ -262,12 +264,13 @@ def test_kernels_backward_rows_of_a_width_of_four(monkeypatch):
 
 @pytest.mark.interpret
 @pytest.mark.parametrize("mode", [0, 1, 2])
-def test_three_state_backward_by_antidiagonals_equals_rows(mode):
+def test_three_state_backward_and_hvp_by_antidiagonals_equal_rows(mode):
     """soft_align_diag3_bwd (adjoints by anti-diagonals, strips of 4 rows handing up through
-    the buffer, and of the default 32) against the row kernels' backward on the same table:
-    ragged lengths with empty sides, one row, one column, pairs of 6 strips; scores of
-    unit scale and of 1e3 (temperature 1e-3: the edge probabilities' own maxima), where the
-    gradient stays finite. Padding gradients are exactly 0."""
+    the buffer, and of the default 32) and soft_align_diag3_hvp (the tangents handed down,
+    then the adjoints' derivatives) against the row kernels' backward and Hessian-vector
+    product on the same table: ragged lengths with empty sides, one row, one column, pairs
+    of 6 strips; scores of unit scale and of 1e3 (temperature 1e-3: the edge probabilities'
+    own maxima), where both stay finite. Padding gradients are exactly 0."""
     g = torch.Generator().manual_seed(40 + mode)
     n = torch.tensor([24, 0, 1, 17, 24, 3, 0])
     m = torch.tensor([13, 5, 0, 13, 1, 13, 0])
@@ -287,6 +290,14 @@ def test_three_state_backward_by_antidiagonals_equals_rows(mode):
             torch.testing.assert_close(a, b.reshape(a.shape), rtol=1e-4, atol=1e-4)
         for b in range(B):
             assert (got[0][b, n[b]:] == 0).all() and (got[0][b, :, m[b]:] == 0).all()
+        zs, zo, ze = torch.randn(B, N, M, generator=g), torch.randn(B, generator=g), torch.randn(B, generator=g)
+        want = hvp_kernels.hvp(s, (go * scale)[:, None, None], (ge * scale)[:, None, None], n, m, value, grad, zs,
+                               zo[:, None, None], ze[:, None, None], mode, False, table=table)
+        got = diag3_hvp_kernels.hvp(go * scale, ge * scale, n, m, table, value, grad, zs, zo, ze, mode, block=block)
+        assert all(torch.isfinite(x).all() for x in got)
+        torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-4)
+        for a, b in zip(got[1:], want[1:]):
+            torch.testing.assert_close(a, b.reshape(a.shape), rtol=1e-4, atol=1e-4)
 
 
 # ---- GPU -------------------------------------------------------------------------------
@@ -540,6 +551,19 @@ def test_cuda_second_order():
     torch.testing.assert_close(grads[1][0], grads[0][0], rtol=0, atol=1e-3)
     f32_error = (grads[2][1] - grads[0][1]).abs().max()
     assert (grads[1][1] - grads[0][1]).abs().max() <= max(f32_error, 1e-3), (grads[1][1], grads[0][1], f32_error)
+    # affine gaps of one value per pair: the three-state product by anti-diagonals (five strips
+    # of 32 rows), semiglobal (row 0's flows after the sweep), the same bars for both gaps
+    s, go, ge, lengths = ref.random_batch(3, 150, 130, torch.float64, seed=12, ragged=False)
+    grads = []
+    for dev, dt in (("cpu", torch.float64), ("cuda", torch.float32), ("cpu", torch.float32)):
+        x, o, e = (y.to(dev, dt, copy=True).requires_grad_() for y in (s, go, ge))
+        P = ta.soft_alignment(x, o, e, mode="semiglobal", lengths=tuple(v.to(dev) for v in lengths))[1]
+        (((P - target.to(dev, dt)) ** 2).sum()).backward()
+        grads.append([y.grad.double().cpu() for y in (x, o, e)])
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=0, atol=1e-3)
+    for k in (1, 2):
+        f32_error = (grads[2][k] - grads[0][k]).abs().max()
+        assert (grads[1][k] - grads[0][k]).abs().max() <= max(f32_error, 1e-3), (k, grads[1][k], grads[0][k])
 
 
 @pytest.mark.gpu

@@ -239,8 +239,8 @@ def soft_align(scores: torch.Tensor, gap_open=1.0, gap_extend=None, *, mode: str
     differentiable. ``checkpoint``: None keeps the state values of every cell for the
     backward sweep (float32 on a GPU: 4 B per cell for linear gaps of one value per pair,
     one state swept by anti-diagonals, the fastest path; 12 B per cell, three states,
-    otherwise, swept by anti-diagonals too, forward and backward, where the gaps are one
-    value per pair, else by rows); an int K keeps every K-th row and recomputes the rows
+    otherwise, swept by anti-diagonals too (forward, backward and the Hessian-vector
+    product) where the gaps are one value per pair, else by rows); an int K keeps every K-th row and recomputes the rows
     between (three states; one more forward sweep inside the backward, 1/K of the memory
     plus one segment of K rows); "auto" takes K = sqrt(N + 1). The Hessian-vector product (a loss
     on soft_alignment's P) holds the tangents beside the table (4 B per cell for the

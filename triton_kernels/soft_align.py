@@ -19,7 +19,7 @@ rounding is large against the temperature), and runs the in-row adjoint recurren
 QX[j] = Q[j] + p_ext QX[j + 1] as a (value, factor) scan in reverse column order.
 With affine gaps of one value per pair and every row kept, the forward into this table and
 the backward from it run by anti-diagonals instead (soft_align_diag3.py,
-soft_align_diag3_bwd.py); the Hessian-vector product's sweeps here read that table.
+soft_align_diag3_bwd.py, and the Hessian-vector product: soft_align_diag3_hvp.py).
 
 Pure: imports only torch and triton.
 """

@@ -14,8 +14,8 @@ row kernels (a program per pair, a row scan per step) leave most SMs idle on bat
 few long pairs and take ~4 us a row (benchmarks/NOTES.md, session 41).
 
 The table is the row kernels' [B, N + 1, 3, M + 1] (M, X, Y rows of every DP row), so their
-backward sweep and Hessian-vector product read it unchanged (the backward that runs is
-soft_align_diag3_bwd.py's, by anti-diagonals). A lane keeps its last eight
+backward sweep and Hessian-vector product read it unchanged (those that run on it are
+soft_align_diag3_bwd.py's and soft_align_diag3_hvp.py's, by anti-diagonals). A lane keeps its last eight
 cells of each state in registers and a round of eight steps stores them as three [BLOCK, 8]
 tiles (soft_align._store8: coalesced along the rows, where a store per step would touch a
 sector per lane). A pair's strips run as a wavefront over SMs: strip k reads strip k - 1's

@@ -35,8 +35,10 @@ soft_align_diag3 (forward) and soft_align_diag3_bwd (backward, from the table's 
 alone: no scores): three states by anti-diagonals into the row kernels' table. Everything
 else runs the three-state row kernels of torchalign_kernels.soft_align (S = 3). The Hessian-vector product of the one-state table
 runs soft_align_diag_bwd.hvp (a tangent sweep and a backward sweep with the adjoints'
-derivatives, the tangents 4 B per cell more); of the three-state table soft_align_hvp
-(with soft_align's backward kernel), which reads the saved table when every row was kept
+derivatives, the tangents 4 B per cell more); of soft_align_diag3's table (affine gaps of
+one value per pair) soft_align_diag3_hvp the same way, by anti-diagonals (tangents 12 B
+per cell beside the table's 12); of the row kernels' table soft_align_hvp (with
+soft_align's backward kernel), which reads the saved table when every row was kept
 (K = 1; else recomputes it) and holds the tangents, 24 B per cell in all. float64 runs
 the torch code of torchalign.cpu.soft_align on any device (the kernels compute in
 float32; float64 on CUDA is correct but slow, a Python loop of small launches per row).
@@ -214,7 +216,10 @@ def hvp(scores: Tensor, gap_open: Tensor, gap_extend: Tensor, q_lens: Tensor, t_
         go, ge = dg.reshape(gap_open.shape).to(gap_open.dtype), torch.zeros_like(gap_extend)
     else:
         z_scores = _shifted(z_scores, dc)
-        if _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
+        if _three_state_diag(scores, gap_open, gap_extend, linear, checkpoint):  # (no scores: the tables suffice)
+            gs, go, ge, dgrad = kernels("soft_align_diag3_hvp").hvp(gap_open, gap_extend, q_lens, t_lens, table,
+                                                                    value, grad, z_scores, z_open, z_extend, mode)
+        elif _kernel_path(scores):  # (the tangent sweep reads every row: a table with checkpoints is recomputed)
             gs, go, ge, dgrad = kernels("soft_align_hvp").hvp(_shifted(scores, shift), gap_open, gap_extend, q_lens,
                                                               t_lens, value, grad, z_scores, z_open, z_extend, mode,
                                                               linear, table=table)
