@@ -277,14 +277,14 @@ def test_three_state_backward_and_hvp_by_antidiagonals_equal_rows(mode, scale, b
     n = torch.tensor([24, 0, 1, 17, 24, 3, 0])
     m = torch.tensor([13, 5, 0, 13, 1, 13, 0])
     B, N, M = len(n), 24, 13
-    go = torch.rand(B, generator=g) + 0.5
-    ge = torch.rand(B, generator=g) * 0.5
+    go = (torch.rand(B, generator=g) + 0.5) * scale
+    ge = torch.rand(B, generator=g) * 0.5 * scale
+    go3, ge3 = go[:, None, None], ge[:, None, None]  # (the row kernels' broadcast shape)
     grad = torch.linspace(0.5, 1.5, B)
     s = torch.randn(B, N, M, generator=g) * scale
-    value, table = diag3_kernels.forward(s, go * scale, ge * scale, n, m, mode, block=block)
-    want = kernels.backward(s, (go * scale)[:, None, None], (ge * scale)[:, None, None], n, m, table, value,
-                            grad, mode, False, 1)
-    got = diag3_bwd_kernels.backward(go * scale, ge * scale, n, m, table, value, grad, mode, block=block)
+    value, table = diag3_kernels.forward(s, go, ge, n, m, mode, block=block)
+    want = kernels.backward(s, go3, ge3, n, m, table, value, grad, mode, False, 1)
+    got = diag3_bwd_kernels.backward(go, ge, n, m, table, value, grad, mode, block=block)
     assert all(torch.isfinite(x).all() for x in got)
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-4)
     for a, b in zip(got[1:], want[1:]):
@@ -292,9 +292,9 @@ def test_three_state_backward_and_hvp_by_antidiagonals_equal_rows(mode, scale, b
     for b in range(B):
         assert (got[0][b, n[b]:] == 0).all() and (got[0][b, :, m[b]:] == 0).all()
     zs, zo, ze = torch.randn(B, N, M, generator=g), torch.randn(B, generator=g), torch.randn(B, generator=g)
-    want = hvp_kernels.hvp(s, (go * scale)[:, None, None], (ge * scale)[:, None, None], n, m, value, grad, zs,
-                           zo[:, None, None], ze[:, None, None], mode, False, table=table)
-    got = diag3_hvp_kernels.hvp(go * scale, ge * scale, n, m, table, value, grad, zs, zo, ze, mode, block=block)
+    want = hvp_kernels.hvp(s, go3, ge3, n, m, value, grad, zs, zo[:, None, None], ze[:, None, None], mode, False,
+                           table=table)
+    got = diag3_hvp_kernels.hvp(go, ge, n, m, table, value, grad, zs, zo, ze, mode, block=block)
     assert all(torch.isfinite(x).all() for x in got)
     torch.testing.assert_close(got[0], want[0], rtol=0, atol=1e-4)
     for a, b in zip(got[1:], want[1:]):
